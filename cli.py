@@ -1,0 +1,135 @@
+"""kbench command line: parse options into a RunConfig, call the harness, render, exit.
+
+Exit codes: 0 every task passed the gate; 1 the gate failed (or --min-speedup
+was missed); 2 usage error (bad flag, missing folder); 130 interrupted.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from harness import console
+from harness.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse_flags
+from harness.records import UserError
+
+DEFAULT_FAIL_ON = ",".join(sorted(f.value for f in DEFAULT_FAIL_FLAGS))
+
+
+class KbenchGroup(click.Group):
+    """Turns a UserError anywhere into one line and exit code 2, never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            console.error(str(e))
+            sys.exit(EXIT_USAGE)
+
+
+@click.group(cls=KbenchGroup)
+@click.version_option(package_name=None, version=__import__("harness").__version__, prog_name="kbench")
+def main() -> None:
+    """Evaluate custom GPU kernels against PyTorch reference problems."""
+
+
+def _folder_options(f):
+    f = click.option("--solutions", "solutions", default="solutions", show_default=True, type=click.Path(path_type=Path),
+                     help="Folder of solution sets: <set>/<level>/<problem>.py, or a KernelBench generation folder.")(f)
+    f = click.option("--problems", "problems", default="problems", show_default=True, type=click.Path(path_type=Path),
+                     help="Folder of problems: <level>/<name>.py (a KernelBench checkout's KernelBench/ works as is).")(f)
+    f = click.option("-p", "--problem", "problem_filters", multiple=True, metavar="PATTERN",
+                     help="Only problems matching PATTERN (glob, or a substring such as 'Softmax'). Repeatable.")(f)
+    f = click.option("-s", "--set", "set_filters", multiple=True, metavar="PATTERN",
+                     help="Only solution sets matching PATTERN. Repeatable.")(f)
+    return f
+
+
+@main.command()
+@_folder_options
+@click.option("--out", type=click.Path(path_type=Path), help="Run folder [default: results/<timestamp>/].")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+              help="cpu runs the same pipeline on C++ and pure-torch solutions with a CPU clock.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per task (load, check, time).")
+@click.option("--build-timeout", type=float, default=600.0, show_default=True, help="Seconds per solution build.")
+@click.option("--build-jobs", type=int, default=0, help="Parallel builds [default: cores, at most 8].")
+@click.option("--cache-dir", type=click.Path(path_type=Path), help="Build cache [default: $KBENCH_CACHE or ~/.cache/kbench].")
+@click.option("--no-cache", is_flag=True, help="Rebuild every solution, ignoring cached builds.")
+@click.option("--trials", type=click.IntRange(1, 100), default=5, show_default=True, help="Random correctness trials per task.")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--no-fp64", is_flag=True, help="Skip the float64 reference (faster; tolerances fall back to fixed floors).")
+@click.option("--no-timing", is_flag=True, help="Check correctness only.")
+@click.option("--time-budget", type=float, default=10.0, show_default=True, help="Seconds of timing per task at most.")
+@click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
+              help="Comma-separated flags that fail the gate, or 'none'.")
+@click.option("--min-speedup", type=float, help="Also fail the gate when a correct task is slower than this.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when tasks fail (research runs where failures are expected).")
+@click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Continue an interrupted run, skipping tasks whose solution, problem and options are unchanged.")
+def run(problems, solutions, problem_filters, set_filters, out, device, timeout, build_timeout, build_jobs, cache_dir,
+        no_cache, trials, seed, no_fp64, no_timing, time_budget, fail_on, min_speedup, exit_zero, resume) -> None:
+    """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
+    from harness import pipeline
+    from harness.isolate import kill_all
+    from harness.timer import TimingConfig
+
+    policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
+    cfg = pipeline.RunConfig(
+        problems_dir=problems, solutions_dir=solutions, out_dir=out, device=device, timeout=timeout,
+        build_timeout=build_timeout, build_jobs=build_jobs, use_cache=not no_cache,
+        problem_filters=tuple(problem_filters), set_filters=tuple(set_filters), trials=trials, seed=seed,
+        fp64=not no_fp64, time=not no_timing, timing=TimingConfig(budget_s=time_budget), policy=policy, resume=resume,
+        **({"cache_dir": cache_dir} if cache_dir else {}),
+    )
+    reporter = console.RichReporter(policy)
+    try:
+        with reporter:
+            results, out_dir = pipeline.run(cfg, reporter)
+    except KeyboardInterrupt:
+        kill_all()
+        console.error("interrupted; finished tasks are saved in the run folder: continue with --resume RUN_DIR")
+        sys.exit(130)
+    console.print_results(results, policy)
+    verdict = gate(results.results, policy)
+    console.note(f"wrote {out_dir}/results.json, results.csv, report.md")
+    if verdict.failed:
+        console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed"
+                     + (" (--exit-zero: exit 0)" if policy.exit_zero else ""))
+    sys.exit(verdict.exit_code)
+
+
+@main.command(name="list")
+@_folder_options
+def list_(problems, solutions, problem_filters, set_filters) -> None:
+    """Show problems, solution sets, the tasks they make, and files that match no problem."""
+    from harness.discover import discover
+
+    found = discover(problems, solutions if solutions.exists() or solutions != Path("solutions") else None,
+                     tuple(problem_filters), tuple(set_filters))
+    console.print_discovery(found)
+
+
+@main.command()
+@click.argument("results_path", type=click.Path(path_type=Path), metavar="RESULTS")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+@click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True, help="Flags that make a task's verdict fail.")
+def report(results_path, fmt, fail_on) -> None:
+    """Re-render a run's results.json (or run folder) to stdout."""
+    from harness import report as writers
+    from harness.records import to_json_dict
+
+    run_results = writers.load_run(results_path)
+    policy = GatePolicy(fail_flags=parse_flags(fail_on))
+    if fmt == "md":
+        click.echo(writers.render_markdown(run_results, policy))
+    elif fmt == "csv":
+        click.echo(writers.table(run_results, policy).to_csv(index=False, float_format="%.6g"), nl=False)
+    else:
+        import json
+
+        click.echo(json.dumps(to_json_dict(run_results), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Build solutions in parallel, each in its own process, cached by content.
+
+Building a KernelBench-style solution means importing it: its load_inline
+call compiles at import. The build process imports it with its own
+TORCH_EXTENSIONS_DIR (one folder per source hash, so two solutions that pick
+the same extension name never collide); the worker later imports it with the
+same folder and torch finds the finished build.
+
+Run as a child: python -m harness.build SPEC.json
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .isolate import kill_all, run_child
+from .records import BuildResult, Status, Task
+
+BUILD_SALT = "kbench-build-1"  # bump to invalidate every cached build
+RESULT_FILE = "build.json"
+LOG_FILE = "build.log"
+
+# nvcc:  kernel.cu(12): error: identifier "scalar_t" is undefined
+# gcc:   main.cpp:5:3: error: 'foo' was not declared in this scope
+# ld:    undefined reference / undefined symbol
+_ERROR_LINE = re.compile(r"(\berror\b\s*:|fatal error|undefined (reference|symbol)|Error: )", re.IGNORECASE)
+_NOISE = re.compile(r"^(ninja: build stopped|FAILED:|subprocess\.CalledProcessError|RuntimeError: Error building)")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    device: str  # "cuda" or "cpu"
+    arch: str  # TORCH_CUDA_ARCH_LIST, e.g. "9.0"; "" on cpu
+    cache_dir: Path
+    jobs: int
+    timeout: float
+    use_cache: bool = True
+
+
+def build_key(source: bytes, cfg: BuildConfig, versions: str) -> str:
+    h = hashlib.sha256()
+    for part in (BUILD_SALT, versions, cfg.device, cfg.arch):
+        h.update(part.encode() + b"\0")
+    h.update(source)
+    return h.hexdigest()[:20]
+
+
+def toolchain_versions() -> str:
+    import torch
+
+    return f"python {sys.version.split()[0]}; torch {torch.__version__}; cuda {torch.version.cuda}"
+
+
+def first_error_lines(log: str, limit: int = 3) -> list[str]:
+    """The compiler's own first error lines, with build-folder paths cut to file names."""
+    found: list[str] = []
+    for raw in log.splitlines():
+        line = raw.strip()
+        if not line or _NOISE.match(line) or not _ERROR_LINE.search(line):
+            continue
+        line = re.sub(r"(/[^\s:()]+/)([^/\s:()]+\.(cu|cuh|cpp|cc|h|hpp|o|so))", r"\2", line)
+        if line not in found:
+            found.append(line)
+        if len(found) == limit:
+            break
+    return found
+
+
+def build_all(
+    tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None
+) -> dict[str, BuildResult]:
+    """Build every task's solution; returns BuildResult by task key. `on_done`
+    gets each task with its result and its build log text as they finish."""
+    versions = toolchain_versions()
+    by_key: dict[str, list[Task]] = {}
+    for task in tasks:
+        key = build_key(Path(task.solution_path).read_bytes(), cfg, versions)
+        by_key.setdefault(key, []).append(task)  # identical files build once
+    results: dict[str, BuildResult] = {}
+
+    def one(key: str) -> None:
+        group = by_key[key]
+        result, log = _build_one(group[0], key, cfg)
+        for task in group:
+            results[task.key] = result
+            if on_done:
+                on_done(task, result, log)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
+    try:
+        for future in [pool.submit(one, key) for key in by_key]:
+            future.result()
+    except BaseException:  # Ctrl-C: stop the compilers now, not after they finish
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
+        raise
+    pool.shutdown()
+    return results
+
+
+def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str]:
+    ext_dir = cfg.cache_dir / key
+    cached = ext_dir / RESULT_FILE
+    if cfg.use_cache and cached.is_file():
+        data = json.loads(cached.read_text())
+        log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
+        return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
+    if ext_dir.exists():
+        shutil.rmtree(ext_dir, ignore_errors=True)
+    ext_dir.mkdir(parents=True)
+    spec = ext_dir / "spec.json"
+    out = ext_dir / "result.partial.json"
+    spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
+    env = dict(os.environ)
+    env.update(
+        TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"),
+        MAX_JOBS=str(max(1, (os.cpu_count() or 2) // max(1, cfg.jobs))),
+        PYTHONUNBUFFERED="1",
+    )
+    if cfg.arch:
+        env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
+    outcome = run_child(["-m", "harness.build", str(spec)], ext_dir / LOG_FILE, cfg.timeout, env=child_env(env))
+    log = (ext_dir / LOG_FILE).read_text(errors="replace")
+    if outcome.timed_out:
+        data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
+    elif not out.is_file():
+        data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
+    else:
+        data = json.loads(out.read_text())
+        cached.write_text(json.dumps(data))  # only finished builds are cached, good or bad
+    return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log
+
+
+def _result(data: dict, seconds: float, cached: bool, ext_dir: Path) -> BuildResult:
+    status = None if data["status"] == "ok" else Status(data["status"])
+    return BuildResult(status is None, status, data.get("message", ""), seconds, cached, str(ext_dir / "ext"))
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """Children run `python -m harness...` from the user's folder (solution paths
+    stay relative to it), so the package must be importable from anywhere."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+# ---- child side -------------------------------------------------------------
+
+def _child(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    from . import load
+
+    hooks = load.install_build_hooks(spec["device"])
+    try:
+        load.load_solution(spec["solution_path"], spec["device"])
+        data = {"status": "ok", "message": ""}
+    except load.NeedsCuda as e:
+        data = {"status": Status.SKIPPED.value, "message": str(e)}
+    except load.LoadError as e:
+        data = {"status": Status.LOAD_ERROR.value, "message": str(e)}
+    except SystemExit as e:
+        data = {"status": Status.LOAD_ERROR.value, "message": f"the solution called sys.exit({e.code!r}) at import"}
+    except BaseException as e:  # noqa: BLE001 - a solution may raise anything
+        if hooks.failures:
+            print(hooks.failures[-1])  # the full compiler output, into the log
+            lines = first_error_lines(hooks.failures[-1]) or [load.last_line(e)]
+            data = {"status": Status.BUILD_ERROR.value, "message": " | ".join(lines)}
+        elif spec["device"] == "cpu" and load.is_missing_cuda(e):
+            data = {"status": Status.SKIPPED.value, "message": f"needs CUDA: {load.last_line(e)}"}
+        else:
+            import traceback
+
+            traceback.print_exc()
+            data = {"status": Status.LOAD_ERROR.value, "message": f"at import: {load.last_line(e)}"}
+    tmp = Path(spec["out"]).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, spec["out"])
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a solution's atexit hooks are not our problem
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])

@@ -1,0 +1,331 @@
+"""Correctness: does the candidate compute the reference's function?
+
+Structure first (exact torch.Tensor, shape, dtype, device, NaN/Inf places),
+numbers second. Numbers are judged three ways, each for a reason:
+  * relative L2 error against a float64 run of the reference, bounded by
+    FP64_FACTOR times the fp32 reference's own error (or the dtype's floor):
+    a candidate may differ from the fp32 reference by rounding, but not by
+    much more rounding than the reference itself has;
+  * elementwise |sol - ref| <= rtol*|ref| + atol_rms*rms(ref): a wrong row
+    or element that an L2 norm would average away still fails;
+  * the tolerances scale with the output's magnitude, never absolute-only,
+    so zeros do not pass for a softmax whose values are all near 3e-6.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .records import CheckResult
+
+FP64_FACTOR = 10.0
+CHUNK = 1 << 24  # elements per chunk when comparing: keeps float64 temporaries small
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol_rms: float  # absolute part, as a fraction of the reference's RMS
+    l2_floor: float  # the smallest relative L2 bound ever applied
+
+
+TOLERANCES = {
+    torch.float32: Tolerance(1e-4, 1e-4, 1e-5),
+    torch.float64: Tolerance(1e-9, 1e-9, 1e-10),
+    torch.float16: Tolerance(1e-2, 1e-2, 1e-3),
+    torch.bfloat16: Tolerance(2e-2, 2e-2, 8e-3),
+}
+
+
+@dataclass
+class Errors:
+    """Worst errors seen so far over all outputs and trials."""
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    rel_l2: float = 0.0
+    rel_l2_fp64: float | None = None
+    ref_rel_l2_fp64: float | None = None
+    tolerance: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def merge(self, other: "Errors") -> None:
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+        self.rel_l2 = max(self.rel_l2, other.rel_l2)
+        if other.rel_l2_fp64 is not None:
+            if self.rel_l2_fp64 is None or other.rel_l2_fp64 > self.rel_l2_fp64:
+                self.rel_l2_fp64 = other.rel_l2_fp64
+                self.ref_rel_l2_fp64 = other.ref_rel_l2_fp64
+                self.tolerance = other.tolerance
+        for n in other.notes:
+            if n not in self.notes:
+                self.notes.append(n)
+
+
+class Mismatch(Exception):
+    """The candidate's output is wrong; the message says how."""
+
+
+# ---- structure ---------------------------------------------------------------
+
+def flatten(out: Any, path: str = "output") -> list[tuple[str, Any]]:
+    if isinstance(out, (tuple, list)):
+        items = []
+        for i, x in enumerate(out):
+            items.extend(flatten(x, f"{path}[{i}]"))
+        return items
+    return [(path, out)]
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"{type(x).__name__} {list(x.shape)} {str(x.dtype).replace('torch.', '')} on {x.device.type}"
+    return type(x).__name__
+
+
+def compare_structure(sol: Any, ref: Any) -> None:
+    """Raise Mismatch naming both sides (solution first) if the outputs differ in kind."""
+    if isinstance(ref, (tuple, list)):
+        if type(sol) is not type(ref) or len(sol) != len(ref):
+            n_sol = len(sol) if isinstance(sol, (tuple, list)) else "-"
+            raise Mismatch(
+                f"output: {type(sol).__name__} of {n_sol} vs {type(ref).__name__} of {len(ref)} (solution vs reference)"
+            )
+    for (path, s), (_, r) in zip(flatten(sol), flatten(ref)):
+        if not isinstance(r, torch.Tensor):
+            continue
+        if type(s) is not torch.Tensor:
+            # subclasses and lazy wrappers can defer or fake their values
+            raise Mismatch(f"{path}: {_describe(s)} vs {_describe(r)}; return exactly torch.Tensor")
+        if s.shape != r.shape:
+            raise Mismatch(f"{path}: shape {list(s.shape)} vs {list(r.shape)} (solution vs reference)")
+        if s.dtype != r.dtype:
+            d = lambda t: str(t.dtype).replace("torch.", "")  # noqa: E731
+            raise Mismatch(f"{path}: dtype {d(s)} vs {d(r)} (solution vs reference)")
+        if s.device != r.device:
+            raise Mismatch(f"{path}: device {s.device} vs {r.device} (solution vs reference)")
+
+
+# ---- numbers -----------------------------------------------------------------
+
+def _chunks(t: torch.Tensor):
+    flat = t.reshape(-1)
+    for i in range(0, flat.numel(), CHUNK):
+        yield i, flat[i : i + CHUNK]
+
+
+def _index(shape: torch.Size, flat_index: int) -> list[int]:
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat_index % dim)
+        flat_index //= dim
+    return list(reversed(idx))
+
+
+def compare_values(
+    path: str, sol: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | None, l2_bound: float | None = None
+) -> Errors:
+    """Raise Mismatch if sol is not ref within tolerance; else return the errors.
+    Without a float64 reference the relative L2 error against `ref` is held to
+    `l2_bound` (default: the dtype's floor)."""
+    if not (ref.is_floating_point() or ref.is_complex()):
+        if not torch.equal(sol, ref):
+            bad = (sol != ref).reshape(-1).nonzero()[0].item()
+            at = _index(ref.shape, bad)
+            raise Mismatch(
+                f"{path}: {int((sol != ref).sum())} of {ref.numel()} values differ (exact match needed for "
+                f"{str(ref.dtype).replace('torch.', '')}); first at {at}: {sol.reshape(-1)[bad].item()} vs "
+                f"{ref.reshape(-1)[bad].item()}"
+            )
+        return Errors()
+    if ref.is_complex():
+        sol, ref = torch.view_as_real(sol), torch.view_as_real(ref)
+        ref64 = torch.view_as_real(ref64) if ref64 is not None else None
+    tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
+
+    # NaN and Inf only where the reference has them, and of the same sign.
+    for name, test in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
+        sm, rm = test(sol), test(ref)
+        if not torch.equal(sm, rm):
+            where = (sm != rm).reshape(-1).nonzero()[0].item()
+            raise Mismatch(
+                f"{path}: {name} where the reference has none (or the reverse): {int((sm != rm).sum())} places, "
+                f"first at {_index(ref.shape, where)}: {sol.reshape(-1)[where].item()} vs {ref.reshape(-1)[where].item()}"
+            )
+
+    # First pass: norms (float64 accumulation, chunked).
+    sq_ref = sq_diff = sq_ref64 = sq_diff64 = sq_ref_vs64 = 0.0
+    max_abs, max_abs_at = 0.0, 0
+    for i, r in _chunks(ref):
+        s = sol.reshape(-1)[i : i + CHUNK]
+        finite = torch.isfinite(r)
+        r64, s64 = r.double().where(finite, 0.0), s.double().where(finite, 0.0)
+        d = (s64 - r64).abs()
+        sq_ref += float((r64 * r64).sum())
+        sq_diff += float((d * d).sum())
+        m = float(d.max()) if d.numel() else 0.0
+        if m > max_abs:
+            max_abs, max_abs_at = m, i + int(d.argmax())
+        if ref64 is not None:
+            t = ref64.reshape(-1)[i : i + CHUNK].to(r.device).double().where(finite, 0.0)
+            sq_ref64 += float((t * t).sum())
+            sq_diff64 += float(((s64 - t) ** 2).sum())
+            sq_ref_vs64 += float(((r64 - t) ** 2).sum())
+    n = max(ref.numel(), 1)
+    rms = math.sqrt(sq_ref / n)
+    errors = Errors(max_abs=max_abs, rel_l2=_ratio(sq_diff, sq_ref))
+
+    # Second pass: elementwise bound, relative to each value and to the output's RMS.
+    worst, worst_at, violations = 0.0, 0, 0
+    for i, r in _chunks(ref):
+        s = sol.reshape(-1)[i : i + CHUNK]
+        finite = torch.isfinite(r)
+        r64, s64 = r.double().where(finite, 0.0), s.double().where(finite, 0.0)
+        bound = tol.rtol * r64.abs() + tol.atol_rms * rms
+        excess = (s64 - r64).abs() / bound.clamp_min(1e-300)
+        bad = excess > 1.0
+        violations += int(bad.sum())
+        m = float(excess.max()) if excess.numel() else 0.0
+        if m > worst:
+            worst, worst_at = m, i + int(excess.argmax())
+        rel = (s64 - r64).abs() / r64.abs().clamp_min(1e-30)
+        errors.max_rel = max(errors.max_rel, float(rel.where(r64 != 0, 0.0).max()) if rel.numel() else 0.0)
+
+    if ref64 is not None:
+        errors.rel_l2_fp64 = _ratio(sq_diff64, sq_ref64)
+        errors.ref_rel_l2_fp64 = _ratio(sq_ref_vs64, sq_ref64)
+        errors.tolerance = max(FP64_FACTOR * errors.ref_rel_l2_fp64, tol.l2_floor)
+        if errors.rel_l2_fp64 > errors.tolerance:
+            raise Mismatch(
+                f"{path}: relative L2 error vs float64 reference {errors.rel_l2_fp64:.2e} exceeds {errors.tolerance:.2e} "
+                f"(fp32 reference's own error {errors.ref_rel_l2_fp64:.2e} x {FP64_FACTOR:g}, floor {tol.l2_floor:.0e}); "
+                f"vs fp32 reference {errors.rel_l2:.2e}, max abs {max_abs:.3e} at {_index(ref.shape, max_abs_at)}"
+            )
+    else:
+        errors.tolerance = max(l2_bound or 0.0, tol.l2_floor)
+        if errors.rel_l2 > errors.tolerance:
+            raise Mismatch(
+                f"{path}: relative L2 error vs fp32 reference {errors.rel_l2:.2e} exceeds {errors.tolerance:.1e} "
+                f"(no float64 reference); max abs {max_abs:.3e} at {_index(ref.shape, max_abs_at)}"
+            )
+    if violations:
+        flat_s, flat_r = sol.reshape(-1), ref.reshape(-1)
+        raise Mismatch(
+            f"{path}: {violations} of {ref.numel()} values outside rtol {tol.rtol:g} + {tol.atol_rms:g} x RMS "
+            f"({rms:.3e}); worst at {_index(ref.shape, worst_at)}: {flat_s[worst_at].item():.6e} vs "
+            f"{flat_r[worst_at].item():.6e}; relative L2 {errors.rel_l2:.2e}"
+        )
+    return errors
+
+
+def _ratio(sq_num: float, sq_den: float) -> float:
+    if sq_den == 0.0:
+        return 0.0 if sq_num == 0.0 else math.inf
+    return math.sqrt(sq_num / sq_den)
+
+
+def compare_outputs(sol: Any, ref: Any, ref64: Any | None, l2_bound: float | None = None) -> Errors:
+    compare_structure(sol, ref)
+    total = Errors()
+    flat64 = flatten(ref64) if ref64 is not None else None
+    for k, ((path, s), (_, r)) in enumerate(zip(flatten(sol), flatten(ref))):
+        if not isinstance(r, torch.Tensor):
+            if s != r:
+                raise Mismatch(f"{path}: {s!r} vs {r!r} (solution vs reference)")
+            continue
+        r64 = flat64[k][1] if flat64 is not None else None
+        total.merge(compare_values(path, s, r, r64 if isinstance(r64, torch.Tensor) else None, l2_bound))
+    return total
+
+
+# ---- inputs ------------------------------------------------------------------
+
+def clone_inputs(inputs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
+
+
+def same_inputs(a: list, b: list) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if not torch.equal(x, y):
+                if not x.is_floating_point():
+                    return False
+                both_nan = torch.isnan(x) & torch.isnan(y)
+                if not torch.equal(x.where(~both_nan, 0), y.where(~both_nan, 0)):
+                    return False
+        elif x != y:
+            return False
+    return True
+
+
+def to_fp64(inputs: list, device: torch.device | None = None) -> list:
+    """Floating tensors to float64; integer tensors (class targets) stay integers."""
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            x = x.to(device) if device is not None else x
+            out.append(x.double() if x.is_floating_point() else x)
+        else:
+            out.append(x)
+    return out
+
+
+def poison(out: Any) -> None:
+    """Fill a finished output with NaN before it is freed, so a candidate that
+    returns an unwritten buffer which reuses this memory cannot pass."""
+    for _, t in flatten(out):
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_inference():
+            try:
+                t.fill_(float("nan"))
+            except RuntimeError:
+                pass  # an expanded or read-only view: nothing to poison
+
+
+def run_fp64_reference(model: torch.nn.Module, inputs: list, notes: list[str]) -> Any | None:
+    """The reference on float64 copies of the floating inputs; on the device, or
+    on the CPU when the device has no room. None (with a note) if neither works."""
+    for where in ("device", "cpu"):
+        try:
+            m = copy.deepcopy(model).double()
+            dev = None
+            if where == "cpu":
+                m = m.cpu()
+                dev = torch.device("cpu")
+            with torch.no_grad():
+                out = m(*to_fp64(inputs, dev))
+            return out
+        except torch.OutOfMemoryError:
+            notes.append(f"float64 reference out of memory on the {where}")
+            torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        except Exception as e:  # noqa: BLE001 - a reference may not support float64
+            notes.append(f"float64 reference failed ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+            return None
+        finally:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    return None
+
+
+def summarize(passed: bool, message: str, trials: int, errors: Errors) -> CheckResult:
+    return CheckResult(
+        passed=passed,
+        message=message,
+        trials=trials,
+        max_abs_err=errors.max_abs,
+        max_rel_err=errors.max_rel,
+        rel_l2_err=errors.rel_l2,
+        rel_l2_err_fp64=errors.rel_l2_fp64,
+        ref_rel_l2_err_fp64=errors.ref_rel_l2_fp64,
+        tolerance=errors.tolerance,
+        notes=tuple(errors.notes),
+    )
+
+
+CallFn = Callable[[list], Any]

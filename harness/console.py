@@ -1,0 +1,130 @@
+"""The one place that prints: progress and messages on stderr, tables on stdout."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .discover import Discovery
+from .gate import GatePolicy, verdict
+from .records import BuildResult, RunResults, Status, Task, TaskResult
+
+# Outside a terminal (CI logs, pipes) rich would wrap at 80 columns; tables and
+# messages read better whole.
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+_STYLE = {Status.OK: "green", Status.SKIPPED: "yellow"}
+
+
+def error(text: str) -> None:
+    err.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
+
+
+def note(text: str) -> None:
+    err.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
+
+
+class RichReporter:
+    """Draws the pipeline's progress: a build bar, then a task bar with a line per task."""
+
+    def __init__(self, policy: GatePolicy):
+        self.policy = policy
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("[dim]{task.fields[current]}"), console=err, transient=False,
+        )
+        self.bar = None
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def discovered(self, discovery: Discovery, todo: int, reused: int) -> None:
+        sets = ", ".join(discovery.sets) or "-"
+        msg = f"{len(discovery.tasks)} tasks: {len(discovery.problems)} problems x sets [{sets}]"
+        if reused:
+            msg += f"; {reused} reused from the earlier run, {todo} to run"
+        err.print(escape(msg))
+        for u in discovery.unmatched:
+            err.print(f"[yellow]unmatched:[/] {escape(u.path)}: {escape(u.reason)}")
+
+    def build_started(self, count: int) -> None:
+        self.bar = self.progress.add_task("build", total=count, current="")
+
+    def build_done(self, task: Task, result: BuildResult) -> None:
+        self.progress.advance(self.bar)
+        self.progress.update(self.bar, current=f"{task.solution_set}/{task.problem}")
+
+    def task_started(self, task: Task, index: int, total: int) -> None:
+        if index == 0:
+            self.progress.update(self.bar, current="")
+            self.bar = self.progress.add_task("evaluate", total=total, current="")
+        self.progress.update(self.bar, current=f"{task.solution_set}/{task.problem}")
+
+    def task_done(self, r: TaskResult) -> None:
+        self.progress.advance(self.bar)
+        style = _STYLE.get(r.status, "red")
+        speed = f" {r.speedup:.2f}x" if r.speedup is not None else ""
+        flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
+        msg = f": {r.message}" if r.message and r.status is not Status.OK else ""
+        self.progress.console.print(
+            f"[{style}]{r.status.value:>13}[/] {escape(r.problem)} [dim]{escape(r.solution_set)}[/]"
+            f"{speed}{escape(flags)}{escape(msg[:300])}"
+        )
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[yellow]{escape(text)}[/]")
+
+
+def print_results(run: RunResults, policy: GatePolicy) -> None:
+    t = Table(title=f"kbench {run.run.run_id} on {run.run.device}", title_justify="left")
+    for col, just in (("problem", "left"), ("set", "left"), ("status", "left"), ("flags", "left"),
+                      ("ref ms", "right"), ("sol ms", "right"), ("speedup", "right"), ("verdict", "left")):
+        t.add_column(col, justify=just)
+    for r in run.results:
+        v = verdict(r, policy)
+        style = _STYLE.get(r.status, "red")
+        t.add_row(
+            r.problem, r.solution_set, f"[{style}]{r.status.value}[/]", ", ".join(f.value for f in r.flags),
+            _ms(r.ref_ms), _ms(r.sol_ms), f"{r.speedup:.3f}x" if r.speedup is not None else "",
+            "[green]pass[/]" if v.passed else "[red]fail[/]",
+        )
+    out.print(t)
+
+
+def _ms(x: float | None) -> str:
+    return "" if x is None else f"{x:.4f}"
+
+
+def print_discovery(found: Discovery) -> None:
+    per_problem: dict[str, list[str]] = {}
+    for t in found.tasks:
+        per_problem.setdefault(t.problem, []).append(t.solution_set)
+    t = Table(title=f"{len(found.problems)} problems", title_justify="left")
+    t.add_column("problem")
+    t.add_column("solutions", justify="right")
+    t.add_column("sets")
+    for p in found.problems:
+        sets = per_problem.get(p.name, [])
+        t.add_row(p.name, str(len(sets)), ", ".join(sorted(set(sets))))
+    out.print(t)
+    s = Table(title=f"{len(found.sets)} solution sets, {len(found.tasks)} tasks", title_justify="left")
+    s.add_column("set")
+    s.add_column("solutions", justify="right")
+    for name in found.sets:
+        s.add_row(name, str(sum(1 for x in found.tasks if x.solution_set == name)))
+    out.print(s)
+    if found.unmatched:
+        u = Table(title=f"{len(found.unmatched)} solution files match no problem", title_justify="left")
+        u.add_column("file")
+        u.add_column("why")
+        for x in found.unmatched:
+            u.add_row(x.path, x.reason)
+        out.print(u)

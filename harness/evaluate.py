@@ -1,0 +1,135 @@
+"""Parent side of a task: start the worker, read its result, name its death."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import build
+from .isolate import run_child
+from .records import BuildResult, CheckResult, Flag, Status, Task, TaskResult, Timing, from_json_dict
+from .timer import TimingConfig
+
+_CUDA_ERROR = re.compile(r"(CUDA error: .*|.*device-side assert.*|.*illegal memory access.*|Segmentation fault.*)")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    device: str  # "cuda" or "cpu"
+    timeout: float  # seconds for the whole worker (load, check, time)
+    trials: int = 5
+    seed: int = 42
+    fp64: bool = True
+    time: bool = True
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    arch: str = ""
+    bandwidth_gbs: float | None = None
+    gpu_index: int | None = None
+
+
+def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path) -> TaskResult:
+    t0 = time.monotonic()
+    base = dict(problem=task.problem, solution_set=task.solution_set, solution_path=task.solution_path, log_path=str(log_path))
+    if not built.ok:
+        return TaskResult(**base, status=built.status, message=built.message, phase="build", seconds=built.seconds)
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    result_path, phase_path, spec_path = work_dir / "result.json", work_dir / "phase.txt", work_dir / "spec.json"
+    for p in (result_path, phase_path):
+        p.unlink(missing_ok=True)
+    spec = {
+        "problem_path": task.problem_path,
+        "solution_path": task.solution_path,
+        "device": cfg.device,
+        "seed": cfg.seed,
+        "trials": cfg.trials,
+        "fp64": cfg.fp64,
+        "time": cfg.time,
+        "timing": asdict(cfg.timing),
+        "bandwidth_gbs": cfg.bandwidth_gbs,
+        "result_path": str(result_path),
+        "phase_path": str(phase_path),
+    }
+    spec_path.write_text(json.dumps(spec))
+    env = build.child_env(dict(os.environ))
+    env.update(TORCH_EXTENSIONS_DIR=built.ext_dir, PYTHONUNBUFFERED="1")
+    if cfg.arch:
+        env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
+    if cfg.gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
+    outcome = run_child(["-m", "harness.worker", str(spec_path)], log_path, cfg.timeout, env=env)
+    phase = phase_path.read_text().strip() if phase_path.is_file() else "start"
+    seconds = built.seconds + (time.monotonic() - t0)
+
+    if outcome.timed_out:
+        return TaskResult(
+            **base, status=Status.TIMEOUT, phase=phase, seconds=seconds,
+            message=f"no result after {cfg.timeout:.0f} s (--timeout) during {phase}; process group killed",
+        )
+    if not result_path.is_file():
+        hint = _last_error_line(log_path)
+        return TaskResult(
+            **base, status=Status.CRASHED, phase=phase, seconds=seconds,
+            message=f"worker {outcome.death} during {phase}" + (f": {hint}" if hint else ""),
+        )
+    data = json.loads(result_path.read_text())
+    timing = from_json_dict(Timing, data["timing"]) if data.get("timing") else None
+    check = from_json_dict(CheckResult, data["check"]) if data.get("check") else None
+    flags = tuple(Flag(f) for f in data["flags"])
+    speedup = timing.speedup if timing else None
+    if Flag.UNTIMED_WORK in flags:
+        speedup = None  # the events did not see all the work: no honest ratio exists
+    message = data["message"]
+    if outcome.dropped_log_bytes:
+        message = (message + "; " if message else "") + f"output capped: {outcome.dropped_log_bytes} bytes dropped from the log"
+    return TaskResult(
+        **base,
+        status=Status(data["status"]),
+        message=message,
+        flags=flags,
+        ref_ms=timing.ref.median_ms if timing else None,
+        sol_ms=timing.sol.median_ms if timing else None,
+        speedup=speedup,
+        phase=data.get("phase", phase),
+        seconds=seconds,
+        check=check,
+        timing=timing,
+    )
+
+
+def _last_error_line(log_path: Path) -> str:
+    """A crashing worker often prints the reason (a CUDA error, a fatal signal)
+    just before it dies; the last such line is worth showing."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    hits = [m.group(0).strip() for m in _CUDA_ERROR.finditer(tail)]
+    return hits[-1][:300] if hits else ""
+
+
+def gpu_healthy(timeout: float = 60.0) -> bool:
+    """A fresh process can allocate and compute on the GPU: run after a task that
+    crashed or hung, so the next task never runs on a broken device."""
+    probe = (
+        "import torch; x = torch.ones(1 << 20, device='cuda'); "
+        "assert float(x.sum()) == float(1 << 20); torch.cuda.synchronize()"
+    )
+    for _ in range(3):
+        outcome = run_child(["-c", probe], _scratch_log(), timeout)
+        if outcome.returncode == 0:
+            return True
+        time.sleep(5)
+    return False
+
+
+def _scratch_log() -> Path:
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"kbench-health-{os.getpid()}.log"

@@ -1,0 +1,126 @@
+"""The only module that starts processes.
+
+Each child gets its own process group (so a timeout kills nvcc, ninja and any
+thread or grandchild with it), its stdout and stderr go to a size-capped log,
+and its death, whatever form it takes, becomes a ChildOutcome, never an
+exception in the parent.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_HEAD_BYTES = 2 * 1024 * 1024  # what a log keeps from the start of the output
+LOG_TAIL_BYTES = 256 * 1024  # and from its end: the last lines often hold the error
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    returncode: int | None  # None when killed for the timeout
+    timed_out: bool
+    seconds: float
+    dropped_log_bytes: int
+
+    @property
+    def death(self) -> str:
+        """How the child ended, in words: 'exited with code 3', 'killed by SIGSEGV'."""
+        if self.timed_out:
+            return "timed out"
+        rc = self.returncode
+        if rc is not None and rc < 0:
+            try:
+                return f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exited with code {rc}"
+
+
+class _CappedLog:
+    """Drains a pipe into a file, keeping its head and tail only, so a child
+    that writes 64 MB (or forever) neither blocks nor fills the disk."""
+
+    def __init__(self, pipe, path: Path):
+        self.pipe, self.path, self.dropped = pipe, path, 0
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        head, tail = bytearray(), bytearray()
+        for chunk in iter(lambda: self.pipe.read(65536), b""):
+            room = LOG_HEAD_BYTES - len(head)
+            head += chunk[:room]
+            rest = chunk[room:] if room < len(chunk) else b""
+            if rest:
+                tail += rest
+                if len(tail) > LOG_TAIL_BYTES:
+                    self.dropped += len(tail) - LOG_TAIL_BYTES
+                    del tail[: len(tail) - LOG_TAIL_BYTES]
+        with open(self.path, "ab") as f:
+            f.write(head)
+            if self.dropped:
+                f.write(f"\n[kbench: {self.dropped} bytes of output dropped here]\n".encode())
+            f.write(tail)
+
+    def close(self, timeout: float = 10.0) -> int:
+        self.thread.join(timeout)
+        return self.dropped
+
+
+_live: set[subprocess.Popen] = set()
+
+
+def run_child(
+    args: list[str], log_path: Path, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+) -> ChildOutcome:
+    """Run `python args...` in a new process group; wait at most `timeout` seconds."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
+        env=env,
+        cwd=cwd,
+    )
+    _live.add(proc)
+    log = _CappedLog(proc.stdout, log_path)
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        proc.wait()
+    finally:
+        if proc.returncode is None:  # interrupted (Ctrl-C): take the child down with us
+            kill_group(proc)
+            proc.wait()
+        _live.discard(proc)
+    dropped = log.close()
+    return ChildOutcome(
+        returncode=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        seconds=time.monotonic() - start,
+        dropped_log_bytes=dropped,
+    )
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_all() -> None:
+    """Kill every child still running (called when the run is interrupted)."""
+    for proc in list(_live):
+        kill_group(proc)

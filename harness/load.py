@@ -1,0 +1,120 @@
+"""Import problem and solution files by path, and validate their interface.
+
+Used in child processes only (build and worker): importing a solution runs
+its code, and that code may do anything.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+
+class NeedsCuda(Exception):
+    """A solution asks for CUDA on a CPU run: the task is skipped, not failed."""
+
+
+class LoadError(Exception):
+    """The file imported, but not as a problem or solution: no Model, a bad constructor..."""
+
+
+class BuildFailure(Exception):
+    """torch's extension build failed; carries the full compiler output."""
+
+
+def import_file(path: str, module_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+    sys.path.insert(0, str(Path(path).parent))  # sibling helper files, as `python file.py` would see them
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(Path(path).parent))
+    return module
+
+
+class BuildHooks:
+    """What the wrapped builders saw: failure texts, and the names of the
+    extension modules they loaded (the guard watches calls into those)."""
+
+    def __init__(self):
+        self.failures: list[str] = []
+        self.extension_names: set[str] = set()
+
+
+def install_build_hooks(device: str) -> BuildHooks:
+    """Wrap torch's extension builders so that a failed build is told apart from
+    any other exception at import, and a CUDA build on a CPU run is a skip."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    hooks = BuildHooks()
+
+    def wrap(original):
+        signature = inspect.signature(original)
+
+        def builder(*args, **kwargs):
+            if device == "cpu" and _wants_cuda(signature, args, kwargs):
+                raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
+            try:
+                module = original(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - re-raised; we only record it
+                hooks.failures.append(str(e))
+                raise
+            hooks.extension_names.add(getattr(module, "__name__", ""))
+            return module
+
+        builder.__wrapped__ = original
+        return builder
+
+    for name in ("load_inline", "load"):
+        setattr(cpp_extension, name, wrap(getattr(cpp_extension, name)))
+    return hooks
+
+
+def _wants_cuda(signature: inspect.Signature, args: tuple, kwargs: dict) -> bool:
+    try:
+        bound = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return False
+    if bound.get("cuda_sources") or bound.get("with_cuda"):
+        return True
+    sources = bound.get("sources") or []
+    if isinstance(sources, str):
+        sources = [sources]
+    return any(str(s).endswith((".cu", ".cuh")) for s in sources)
+
+
+def load_solution(path: str, device: str) -> ModuleType:
+    module = import_file(path, "kbench_solution")
+    if not hasattr(module, "ModelNew"):
+        raise LoadError(f"{Path(path).name} defines no ModelNew class")
+    return module
+
+
+def load_problem(path: str) -> ModuleType:
+    module = import_file(path, "kbench_problem")
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, name):
+            raise LoadError(f"problem {Path(path).name} defines no {name}")
+    return module
+
+
+def last_line(exc: BaseException) -> str:
+    """The exception's own last line, which is what a user needs first."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def is_missing_cuda(exc: BaseException) -> bool:
+    """An import that fails only because this run has no CUDA (triton, .cuda())."""
+    text = str(exc)
+    if isinstance(exc, ModuleNotFoundError) and exc.name in ("triton", "cupy", "pycuda"):
+        return True
+    return "Torch not compiled with CUDA" in text or "no NVIDIA driver" in text or "No CUDA GPUs" in text

@@ -1,0 +1,207 @@
+"""The run: discover -> build (parallel) -> evaluate (one worker per task) -> write.
+
+results.json, results.csv and report.md are rewritten after every task, so a
+run that is killed or interrupted loses nothing it finished, and --resume
+picks it up.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from . import __version__, build, evaluate, report
+from .discover import Discovery, discover
+from .gate import GatePolicy
+from .records import BuildResult, RunInfo, RunResults, Status, Task, TaskResult, UserError
+from .timer import TimingConfig
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    problems_dir: Path
+    solutions_dir: Path
+    out_dir: Path | None = None
+    device: str = "cuda"
+    timeout: float = 300.0
+    build_timeout: float = 600.0
+    build_jobs: int = 0  # 0: one per core, at most 8
+    cache_dir: Path = field(default_factory=lambda: default_cache_dir())
+    use_cache: bool = True
+    problem_filters: tuple[str, ...] = ()
+    set_filters: tuple[str, ...] = ()
+    trials: int = 5
+    seed: int = 42
+    fp64: bool = True
+    time: bool = True
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    policy: GatePolicy = field(default_factory=GatePolicy)
+    resume: Path | None = None
+
+    def options(self) -> dict:
+        """What goes into results.json's run.options (and the resume fingerprint)."""
+        return {
+            "problems": str(self.problems_dir), "solutions": str(self.solutions_dir), "device": self.device,
+            "timeout": self.timeout, "trials": self.trials, "seed": self.seed, "fp64": self.fp64, "time": self.time,
+            "timing": asdict(self.timing), "problem_filters": list(self.problem_filters),
+            "set_filters": list(self.set_filters), "fail_on": sorted(f.value for f in self.policy.fail_flags),
+            "min_speedup": self.policy.min_speedup,
+        }
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("KBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "kbench")
+    return Path(base).expanduser()
+
+
+class Reporter(Protocol):
+    """What the pipeline tells the outside world; console.py draws it, tests record it."""
+
+    def discovered(self, discovery: Discovery, todo: int, reused: int) -> None: ...
+    def build_started(self, count: int) -> None: ...
+    def build_done(self, task: Task, result: BuildResult) -> None: ...
+    def task_started(self, task: Task, index: int, total: int) -> None: ...
+    def task_done(self, result: TaskResult) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    arch: str
+    cuda_version: str | None
+    torch_version: str
+
+
+def probe_device(device: str) -> DeviceInfo:
+    import torch
+
+    if device == "cpu":
+        return DeviceInfo("cpu", "", torch.version.cuda, torch.__version__)
+    if device != "cuda":
+        raise UserError(f"--device must be cuda or cpu, not '{device}'")
+    if not torch.cuda.is_available():
+        raise UserError(
+            f"no CUDA GPU is visible to torch {torch.__version__} (CUDA build: {torch.version.cuda}); "
+            "run with --device cpu to evaluate CPU solutions, or check nvidia-smi and CUDA_VISIBLE_DEVICES"
+        )
+    major, minor = torch.cuda.get_device_capability(0)
+    return DeviceInfo(torch.cuda.get_device_name(0), f"{major}.{minor}", torch.version.cuda, torch.__version__)
+
+
+def fingerprint(task: Task, cfg: RunConfig) -> str:
+    h = hashlib.sha256()
+    h.update(Path(task.solution_path).read_bytes())
+    h.update(Path(task.problem_path).read_bytes())
+    opts = {k: v for k, v in cfg.options().items() if k not in ("problem_filters", "set_filters", "fail_on", "min_speedup")}
+    h.update(json.dumps([__version__, opts], sort_keys=True).encode())
+    return h.hexdigest()[:20]
+
+
+def _previous_results(cfg: RunConfig) -> dict[str, TaskResult]:
+    if cfg.resume is None:
+        return {}
+    if not (cfg.resume / "results.json").is_file():
+        raise UserError(f"--resume: no results.json in '{cfg.resume}'; pass the folder of an earlier run")
+    return {r.key: r for r in report.load_run(cfg.resume).results}
+
+
+def _log_path(out_dir: Path, task: Task) -> Path:
+    stem = Path(task.solution_path).stem
+    return out_dir / "logs" / task.solution_set / f"{task.problem.replace('/', '_')}__{stem}.log"
+
+
+def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
+    found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
+    if not found.tasks:
+        where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
+        extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
+        raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
+    dev = probe_device(cfg.device)
+    out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    previous = _previous_results(cfg)
+    prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
+    done = {k: r for k, r in previous.items() if k in prints and r.fingerprint == prints[k]}
+    todo = [t for t in found.tasks if t.key not in done]
+    reporter.discovered(found, len(todo), len(done))
+
+    info = RunInfo(
+        run_id=out_dir.name,
+        kbench_version=__version__,
+        device=dev.name,
+        torch_version=dev.torch_version,
+        cuda_version=dev.cuda_version,
+        options=cfg.options(),
+        started=_now(),
+        unmatched=tuple(f"{u.path}: {u.reason}" for u in found.unmatched),
+    )
+    results: dict[str, TaskResult] = dict(done)
+
+    def save(finished: bool = False) -> RunResults:
+        ordered = tuple(results[t.key] for t in found.tasks if t.key in results)
+        rr = RunResults(replace(info, finished=_now() if finished else None), ordered)
+        report.write_all(rr, out_dir, cfg.policy)
+        return rr
+
+    save()
+    bandwidth = None
+    if cfg.device == "cuda" and cfg.time:
+        from . import roofline
+
+        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ)))
+        if bandwidth is None:
+            reporter.note("could not measure the device's copy bandwidth: no roofline floor this run")
+    eval_cfg = evaluate.EvalConfig(
+        device=cfg.device, timeout=cfg.timeout, trials=cfg.trials, seed=cfg.seed, fp64=cfg.fp64, time=cfg.time,
+        timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth,
+    )
+    jobs = cfg.build_jobs or min(8, os.cpu_count() or 1)
+    build_cfg = build.BuildConfig(cfg.device, dev.arch, cfg.cache_dir / "builds", jobs, cfg.build_timeout, cfg.use_cache)
+
+    logs: dict[str, str] = {}
+
+    def on_built(task: Task, result: BuildResult, log: str) -> None:
+        logs[task.key] = log
+        reporter.build_done(task, result)
+
+    reporter.build_started(len(todo))
+    built = build.build_all(todo, build_cfg, on_built) if todo else {}
+
+    work = Path(tempfile.mkdtemp(prefix="kbench-"))
+    try:
+        healthy = True
+        for i, task in enumerate(todo):
+            reporter.task_started(task, i, len(todo))
+            log_path = _log_path(out_dir, task)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text(f"[kbench] task {task.problem} / {task.solution_set}: {task.solution_path}\n"
+                                f"[kbench] build log\n{logs.get(task.key, '')}\n[kbench] worker log\n")
+            if not healthy:
+                result = TaskResult(task.problem, task.solution_set, task.solution_path, Status.SKIPPED,
+                                    "not run: the GPU failed its health check after an earlier task", phase="start",
+                                    log_path=str(log_path))
+            else:
+                result = evaluate.evaluate(task, built[task.key], eval_cfg, log_path, work / str(i))
+            result = replace(result, fingerprint=prints[task.key])
+            results[task.key] = result
+            save()
+            reporter.task_done(result)
+            if cfg.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
+                healthy = evaluate.gpu_healthy()
+                if not healthy:
+                    reporter.note("the GPU failed its health check; the remaining tasks are skipped")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return save(finished=True), out_dir
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

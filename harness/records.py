@@ -1,0 +1,211 @@
+"""Records passed between stages, and their JSON form.
+
+Every stage hands the next a frozen dataclass, never a dict, so a field that is
+renamed or forgotten fails loudly in one place. This module imports no torch:
+the report and compare commands read results on machines without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    BUILD_ERROR = "build_error"
+    LOAD_ERROR = "load_error"
+    RUNTIME_ERROR = "runtime_error"
+    INCORRECT = "incorrect"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    SKIPPED = "skipped"
+
+
+class Flag(str, enum.Enum):
+    """Suspicious but not wrong by itself; the gate decides which fail a run."""
+
+    NO_CUSTOM_KERNEL = "no_custom_kernel"
+    INPUT_MUTATION = "input_mutation"
+    TAMPERING = "tampering"
+    UNTIMED_WORK = "untimed_work"
+    BELOW_ROOFLINE = "below_roofline"
+    NOISY = "noisy"
+
+
+class UserError(Exception):
+    """A mistake of the user's (bad flag, missing folder): one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str  # "level1/23_Softmax": level folder and file stem
+    path: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """One solution file evaluated against one problem."""
+
+    problem: str
+    problem_path: str
+    solution_set: str
+    solution_path: str
+
+    @property
+    def key(self) -> str:
+        # The solution path, not (set, problem): a set may hold several
+        # candidates for the same problem.
+        return self.solution_path
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool
+    status: Optional[Status]  # None when ok
+    message: str
+    seconds: float
+    cached: bool
+    ext_dir: str  # TORCH_EXTENSIONS_DIR the worker must reuse to find the build
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    passed: bool
+    message: str
+    trials: int  # trials actually run (random ones plus the problem's check inputs)
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    rel_l2_err: Optional[float] = None  # candidate vs the fp32 reference
+    rel_l2_err_fp64: Optional[float] = None  # candidate vs the float64 reference
+    ref_rel_l2_err_fp64: Optional[float] = None  # the fp32 reference's own error
+    tolerance: Optional[float] = None  # the bound rel_l2_err_fp64 was held to
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SideTiming:
+    median_ms: float
+    iqr_ms: float
+    n: int
+    samples_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Timing:
+    ref: SideTiming
+    sol: SideTiming
+    speedup: float
+    speedup_ci: tuple[float, float]
+    clock: str  # "cuda_events" or "cpu_clock"
+    stop_reason: str  # "converged" | "budget" | "max_samples"
+    sol_wall_ms: Optional[float] = None  # device-wide synchronized wall time
+    event_overhead_ms: Optional[float] = None  # cost of an empty event pair
+    floor_ms: Optional[float] = None  # HBM floor: bytes that must move / bandwidth
+    bytes_moved: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    problem: str
+    solution_set: str
+    solution_path: str
+    status: Status
+    message: str
+    flags: tuple[Flag, ...] = ()
+    ref_ms: Optional[float] = None
+    sol_ms: Optional[float] = None
+    speedup: Optional[float] = None
+    phase: str = ""  # where it stopped: build, load, check, time, done
+    seconds: float = 0.0  # wall time of the whole task, build included
+    log_path: str = ""
+    check: Optional[CheckResult] = None
+    timing: Optional[Timing] = None
+    fingerprint: str = ""  # hash of solution, problem and options, for --resume
+
+    @property
+    def key(self) -> str:
+        return self.solution_path
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    kbench_version: str
+    device: str  # e.g. "NVIDIA H100 80GB HBM3" or "cpu"
+    torch_version: str
+    cuda_version: Optional[str]
+    options: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
+    finished: Optional[str] = None  # None while the run is in progress or was cut short
+    unmatched: tuple[str, ...] = ()  # "path: reason" for solution files that match no problem
+
+
+@dataclass(frozen=True)
+class RunResults:
+    run: RunInfo
+    results: tuple[TaskResult, ...] = ()
+
+
+# ---- JSON ------------------------------------------------------------------
+
+def to_json_dict(record: Any) -> Any:
+    """Plain JSON-able structure; enums become their values."""
+    if dataclasses.is_dataclass(record):
+        out = {f.name: to_json_dict(getattr(record, f.name)) for f in dataclasses.fields(record)}
+        if isinstance(record, RunResults):
+            out = {"schema_version": SCHEMA_VERSION, **out}
+        return out
+    if isinstance(record, enum.Enum):
+        return record.value
+    if isinstance(record, (list, tuple)):
+        return [to_json_dict(x) for x in record]
+    if isinstance(record, dict):
+        return {k: to_json_dict(v) for k, v in record.items()}
+    return record
+
+
+def from_json_dict(cls: type, data: Any) -> Any:
+    """Inverse of to_json_dict for the record types above; unknown keys are ignored
+    so that a newer file with extra fields still reads."""
+    if data is None:
+        return None
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _convert(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _convert(inner[0], value)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v) for v in value)
+        return tuple(_convert(a, v) for a, v in zip(args, value))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return from_json_dict(hint, value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    return value
+
+
+def results_from_json(data: dict) -> RunResults:
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise UserError(
+            f"results schema_version {version!r} is not {SCHEMA_VERSION}; re-run with this kbench version"
+        )
+    return from_json_dict(RunResults, data)

@@ -1,0 +1,178 @@
+"""results.json, results.csv and report.md: one small writer each, all from
+the same RunResults. Also re-renders a finished (or cut-short) run."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from . import stats
+from .gate import GatePolicy, verdict
+from .records import RunResults, Status, UserError, results_from_json, to_json_dict
+
+FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
+CSV_COLUMNS = [
+    "problem", "solution_set", "solution_path", "status", "verdict", "flags", "ref_ms", "sol_ms", "speedup",
+    "speedup_ci_low", "speedup_ci_high", "ref_iqr_ms", "sol_iqr_ms", "samples", "clock", "rel_l2_err_fp64",
+    "seconds", "message",
+]
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write to a temporary file and rename: a reader (or a kill) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_run(path: Path) -> RunResults:
+    if path.is_dir():
+        path = path / "results.json"
+    if not path.is_file():
+        raise UserError(f"no results file at {path}; pass a results.json or a run folder")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); was it written by kbench?") from None
+    return results_from_json(data)
+
+
+def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
+    """One row per task: the table every format is written from."""
+    rows = []
+    for r in run.results:
+        t = r.timing
+        v = verdict(r, policy)
+        rows.append(
+            {
+                "problem": r.problem,
+                "solution_set": r.solution_set,
+                "solution_path": r.solution_path,
+                "status": r.status.value,
+                "verdict": "pass" if v.passed else "fail",
+                "flags": ";".join(f.value for f in r.flags),
+                "ref_ms": r.ref_ms,
+                "sol_ms": r.sol_ms,
+                "speedup": r.speedup,
+                "speedup_ci_low": t.speedup_ci[0] if t and r.speedup is not None else None,
+                "speedup_ci_high": t.speedup_ci[1] if t and r.speedup is not None else None,
+                "ref_iqr_ms": t.ref.iqr_ms if t else None,
+                "sol_iqr_ms": t.sol.iqr_ms if t else None,
+                "samples": t.sol.n if t else None,
+                "clock": t.clock if t else None,
+                "rel_l2_err_fp64": r.check.rel_l2_err_fp64 if r.check else None,
+                "seconds": round(r.seconds, 2),
+                "message": r.message,
+            }
+        )
+    return pd.DataFrame(rows, columns=CSV_COLUMNS)
+
+
+def summary(run: RunResults) -> dict:
+    results = run.results
+    counts = {s.value: sum(1 for r in results if r.status is s) for s in Status}
+    correct = [r.speedup for r in results if r.status is Status.OK]
+    return {
+        "tasks": len(results),
+        "counts": counts,
+        "fast_p": {p: stats.fast_p(correct, len(results), p) for p in FAST_P},
+        "geomean_speedup": stats.geomean(s for s in correct if s is not None),
+        "geomean_n": sum(1 for s in correct if s is not None),
+    }
+
+
+# ---- writers ----------------------------------------------------------------
+
+def write_json(run: RunResults, path: Path) -> None:
+    atomic_write(path, json.dumps(to_json_dict(run), indent=1) + "\n")
+
+
+def write_csv(run: RunResults, path: Path, policy: GatePolicy) -> None:
+    atomic_write(path, table(run, policy).to_csv(index=False, float_format="%.6g"))
+
+
+def write_markdown(run: RunResults, path: Path, policy: GatePolicy) -> None:
+    atomic_write(path, render_markdown(run, policy))
+
+
+def write_all(run: RunResults, out_dir: Path, policy: GatePolicy) -> None:
+    write_json(run, out_dir / "results.json")
+    write_csv(run, out_dir / "results.csv", policy)
+    write_markdown(run, out_dir / "report.md", policy)
+
+
+def _fmt(x, spec: str) -> str:
+    return "" if x is None or (isinstance(x, float) and pd.isna(x)) else format(x, spec)
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(run: RunResults, policy: GatePolicy) -> str:
+    info, s = run.run, summary(run)
+    df = table(run, policy)
+    cuda = f", CUDA {info.cuda_version}" if info.cuda_version else ""
+    state = f"finished {info.finished}" if info.finished else "not finished (interrupted or still running)"
+    out = [
+        f"# kbench report: {info.run_id}",
+        "",
+        f"- device: {info.device}; torch {info.torch_version}{cuda}; kbench {info.kbench_version}",
+        f"- started {info.started}; {state}",
+        f"- options: {', '.join(f'{k}={v}' for k, v in sorted(info.options.items()))}",
+        "",
+        "## Summary",
+        "",
+        _md_table(["status", "tasks"], [[k, str(v)] for k, v in s["counts"].items() if v] + [["total", str(s["tasks"])]]),
+        "",
+        _md_table(
+            ["metric", "value"],
+            [[f"fast_{p:g}", f"{v:.1%}"] for p, v in s["fast_p"].items()]
+            + [["geomean speedup (correct tasks)", f"{_fmt(s['geomean_speedup'], '.3f')}x (n={s['geomean_n']})"]],
+        ),
+        "",
+        "fast_p: share of all tasks that are correct and more than p times faster than the reference.",
+        "",
+    ]
+    sets = sorted(df["solution_set"].unique()) if len(df) else []
+    if len(sets) > 1:
+        rows = []
+        for name in sets:
+            sub = [r for r in run.results if r.solution_set == name]
+            sp = [r.speedup for r in sub if r.status is Status.OK]
+            gm = stats.geomean(x for x in sp if x is not None)
+            rows.append([name, str(len(sub)), str(len(sp)), f"{stats.fast_p(sp, len(sub), 1.0):.1%}", _fmt(gm, ".3f")])
+        out += ["## Per solution set", "", _md_table(["set", "tasks", "ok", "fast_1", "geomean speedup"], rows), ""]
+    rows = []
+    for r in df.to_dict("records"):
+        lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
+        ci = f"{_fmt(lo, '.3f')}-{_fmt(hi, '.3f')}" if _fmt(lo, ".3f") else ""
+        rows.append(
+            [r["problem"], r["solution_set"], r["status"], r["flags"].replace(";", ", "), _fmt(r["ref_ms"], ".4f"),
+             _fmt(r["sol_ms"], ".4f"), _fmt(r["speedup"], ".3f"), ci, r["verdict"]]
+        )
+    out += [
+        "## Results",
+        "",
+        _md_table(["problem", "set", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "verdict"], rows),
+        "",
+        "Times are medians in ms: CUDA events with L2 flushed before every call (cuda_events), or the host clock on "
+        "--device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% interval.",
+        "",
+    ]
+    if info.unmatched:
+        out += ["## Solution files that match no problem", ""] + [f"- {u}" for u in info.unmatched] + [""]
+    notes = [r for r in run.results if r.status is not Status.OK or r.flags]
+    if notes:
+        out += ["## Failures and flags", ""]
+        for r in notes:
+            flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
+            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`): {r.message}")
+        out.append("")
+    return "\n".join(out)

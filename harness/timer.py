@@ -1,0 +1,163 @@
+"""Time reference and candidate under identical conditions.
+
+Rules (see README, "How kbench times"): CUDA events on the stream the call
+runs on; L2 flushed before every timed call, outside the events; warm-up by
+time; reference and candidate interleaved in blocks on the same inputs; at
+least `min_samples` each, then until both medians are known to about 1% or
+the budget runs out. Every sample also carries the wall time around a
+device-wide synchronize, so work that escapes the events shows up.
+
+The clock functions are captured when this module is imported, before any
+solution code runs, so a solution that patches torch.cuda.Event or
+time.perf_counter does not change what kbench measures.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from . import stats
+
+# Captured before any solution is imported. The C-level methods cannot be
+# reassigned from Python, unlike torch.cuda.Event's Python-level wrappers.
+_perf_counter = time.perf_counter
+_EventBase = getattr(torch._C, "_CudaEventBase", None)
+_event_record = getattr(_EventBase, "record", None)  # absent in CPU-only builds of torch
+_event_elapsed = getattr(_EventBase, "elapsed_time", None)
+_device_synchronize = getattr(torch._C, "_cuda_synchronize", None)
+_current_stream = torch.cuda.current_stream
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    min_samples: int = 10
+    max_samples: int = 500
+    budget_s: float = 10.0  # per task, both sides together
+    target_rel_ci: float = 0.01  # stop when each median's 95% interval is within +-1%
+    block: int = 5  # samples per side before switching: drift hits both
+    warmup_s: float = 0.2
+
+
+@dataclass(frozen=True)
+class Samples:
+    event_ms: list[float]
+    wall_ms: list[float]
+
+
+@dataclass(frozen=True)
+class PairResult:
+    ref: Samples
+    sol: Samples
+    stop_reason: str
+    clock: str
+    event_overhead_ms: float | None
+
+
+class _Clock:
+    """One timed call: flush caches, time fn, return (timed ms, wall ms)."""
+
+    name = ""
+
+    def sample(self, fn: Callable[[], object]) -> tuple[float, float]:
+        raise NotImplementedError
+
+
+class CudaClock(_Clock):
+    name = "cuda_events"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        props = torch.cuda.get_device_properties(device)
+        l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
+        # Writing twice the L2 size evicts whatever the previous call left there.
+        self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+        self.start = _EventBase(enable_timing=True)
+        self.end = _EventBase(enable_timing=True)
+
+    def _sync(self) -> None:
+        with torch.cuda.device(self.device):
+            _device_synchronize()
+
+    def sample(self, fn):
+        stream = _current_stream(self.device)
+        self.flush_buf.zero_()
+        self._sync()
+        t0 = _perf_counter()
+        _event_record(self.start, stream)
+        fn()
+        _event_record(self.end, stream)
+        self._sync()  # device-wide: waits for side streams the events never saw
+        wall = (_perf_counter() - t0) * 1e3
+        return _event_elapsed(self.start, self.end), wall
+
+    def empty_pair_ms(self, n: int = 50) -> float:
+        stream = _current_stream(self.device)
+        out = []
+        for _ in range(n):
+            _event_record(self.start, stream)
+            _event_record(self.end, stream)
+            self._sync()
+            out.append(_event_elapsed(self.start, self.end))
+        return stats.median(out)
+
+
+class CpuClock(_Clock):
+    name = "cpu_clock"
+
+    def __init__(self):
+        self.flush_buf = torch.empty(8 * 2**20, dtype=torch.int32)  # 32 MB, past a typical LLC
+
+    def sample(self, fn):
+        self.flush_buf.zero_()
+        t0 = _perf_counter()
+        fn()
+        ms = (_perf_counter() - t0) * 1e3
+        return ms, ms
+
+    def empty_pair_ms(self, n: int = 50) -> float:
+        out = []
+        for _ in range(n):
+            t0 = _perf_counter()
+            out.append((_perf_counter() - t0) * 1e3)
+        return stats.median(out)
+
+
+def make_clock(device: torch.device) -> _Clock:
+    return CudaClock(device) if device.type == "cuda" else CpuClock()
+
+
+def time_pair(ref_fn: Callable, sol_fn: Callable, clock: _Clock, cfg: TimingConfig) -> PairResult:
+    overhead = clock.empty_pair_ms()
+    for fn in (ref_fn, sol_fn):
+        _warm_up(fn, clock, cfg.warmup_s)
+    ref, sol = Samples([], []), Samples([], [])
+    deadline = _perf_counter() + cfg.budget_s
+    stop = "max_samples"
+    while len(sol.event_ms) < cfg.max_samples:
+        for fn, into in ((ref_fn, ref), (sol_fn, sol)):
+            for _ in range(cfg.block):
+                e, w = clock.sample(fn)
+                into.event_ms.append(e)
+                into.wall_ms.append(w)
+        n = len(sol.event_ms)
+        if n >= cfg.min_samples:
+            if all(stats.relative_ci_halfwidth(s.event_ms) <= cfg.target_rel_ci for s in (ref, sol)):
+                stop = "converged"
+                break
+            if _perf_counter() > deadline:
+                stop = "budget"
+                break
+    return PairResult(ref, sol, stop, clock.name, overhead)
+
+
+def _warm_up(fn: Callable, clock: _Clock, seconds: float) -> None:
+    """At least 3 calls and `seconds` of them: the first calls may autotune,
+    allocate or load modules."""
+    t0 = _perf_counter()
+    calls = 0
+    while calls < 3 or (_perf_counter() - t0 < seconds and calls < 1000):
+        clock.sample(fn)
+        calls += 1

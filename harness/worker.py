@@ -1,0 +1,320 @@
+"""Child entry point: load -> check -> time one task.
+
+Run as: python -m harness.worker SPEC.json
+The result goes to the file named in the spec, never to stdout: anything
+printed (by us or the solution) is only a log. The current phase is written
+to a side file first, so that if the solution kills this process the parent
+can still say where it died.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# Imported before any solution code: timer captures the real clocks at import.
+import torch
+
+from harness import timer  # noqa: E402  (must precede the solution import)
+from harness import check, guard, load, stats  # noqa: E402
+from harness.records import Flag, SideTiming, Status, Timing, to_json_dict  # noqa: E402
+
+UNTIMED_FRACTION = 0.25  # wall time beyond the events, as a share of the event time,
+UNTIMED_MIN_MS = 0.05  # and at least this much, means work escaped the events
+BELOW_FLOOR_FRACTION = 0.9  # faster than 90% of the HBM floor cannot be real
+NOISY_REL_CI = 0.05  # speedup interval half-width over 5% of the speedup
+
+
+class TaskFailed(Exception):
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class Worker:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.device = torch.device(spec["device"])
+        self.flags: set[Flag] = set()
+        self.notes: list[str] = []
+        self.phase_path = Path(spec["phase_path"])
+        self.check_result = None
+        self.timing = None
+
+    # -- plumbing -------------------------------------------------------------
+    def phase(self, name: str) -> None:
+        self.phase_path.write_text(name)
+        self.current = name
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def make_inputs(self, seed: int, which: str = "random", index: int = 0) -> list:
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            if which == "random":
+                inputs = list(self.problem.get_inputs())
+            else:
+                inputs = list(self.problem.get_check_inputs()[index])
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def call_solution(self, inputs: list) -> Any:
+        before_threads = guard.live_threads()
+        with torch.no_grad():
+            out = self.sol(*inputs)
+        left = guard.new_threads(before_threads)
+        if left:
+            self.flags.add(Flag.UNTIMED_WORK)
+            self.notes.append(f"forward left threads running: {', '.join(left[:3])}")
+        return out
+
+    def call_reference(self, inputs: list) -> Any:
+        # A solution may have switched TF32 on for its own matmuls; the reference runs in true fp32.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        with torch.no_grad():
+            return self.ref(*inputs)
+
+    def check_tampering(self, when: str) -> None:
+        touched = guard.changed(self.snapshot)
+        if touched:
+            self.flags.add(Flag.TAMPERING)
+            note = f"replaced {', '.join(touched[:4])}{' ...' if len(touched) > 4 else ''} {when}"
+            if note not in self.notes:
+                self.notes.append(note)
+            self.snapshot = guard.snapshot()
+
+    # -- stages ---------------------------------------------------------------
+    def load(self) -> None:
+        self.phase("load")
+        self.hooks = load.install_build_hooks(self.device.type)
+        self.snapshot = guard.snapshot()
+        try:
+            self.problem = load.load_problem(self.spec["problem_path"])
+        except Exception as e:  # noqa: BLE001
+            raise TaskFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: {load.last_line(e)}")
+        try:
+            self.solution = load.load_solution(self.spec["solution_path"], self.device.type)
+        except load.NeedsCuda as e:
+            raise TaskFailed(Status.SKIPPED, str(e))
+        except load.LoadError as e:
+            raise TaskFailed(Status.LOAD_ERROR, str(e))
+        except SystemExit as e:
+            raise TaskFailed(Status.LOAD_ERROR, f"the solution called sys.exit({e.code!r}) at import")
+        except Exception as e:  # noqa: BLE001
+            if self.hooks.failures:
+                lines = __import__("harness.build", fromlist=["x"]).first_error_lines(self.hooks.failures[-1])
+                raise TaskFailed(Status.BUILD_ERROR, " | ".join(lines) or load.last_line(e))
+            if self.device.type == "cpu" and load.is_missing_cuda(e):
+                raise TaskFailed(Status.SKIPPED, f"needs CUDA: {load.last_line(e)}")
+            raise TaskFailed(Status.LOAD_ERROR, f"at import: {load.last_line(e)}")
+        self.check_tampering("at import")
+        seed = self.spec["seed"]
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            init = list(self.problem.get_init_inputs())
+            torch.manual_seed(seed)
+            self.ref = self.problem.Model(*init).to(self.device)
+            torch.manual_seed(seed)
+            try:
+                self.sol = self.solution.ModelNew(*init)
+                if isinstance(self.sol, torch.nn.Module):
+                    self.sol = self.sol.to(self.device)
+            except Exception as e:  # noqa: BLE001
+                raise TaskFailed(Status.LOAD_ERROR, f"ModelNew(*get_init_inputs()) raised: {load.last_line(e)}")
+        self._share_weights()
+        self.check_tampering("in the constructor")
+
+    def _share_weights(self) -> None:
+        """Same parameters on both sides where the names and shapes agree, so that a
+        candidate that creates its layers in another order is not failed for that."""
+        if not isinstance(self.sol, torch.nn.Module):
+            return
+        ref_state, sol_state = self.ref.state_dict(), self.sol.state_dict()
+        if ref_state and ref_state.keys() == sol_state.keys():
+            if all(ref_state[k].shape == sol_state[k].shape for k in ref_state):
+                self.sol.load_state_dict(ref_state)
+
+    def _count_check_inputs(self) -> int:
+        if not hasattr(self.problem, "get_check_inputs"):
+            return 0
+        try:  # on the meta device: counting must not allocate gigabytes
+            with torch.device("meta"):
+                return len(self.problem.get_check_inputs())
+        except Exception:  # noqa: BLE001 - some ops have no meta kernel
+            with torch.device(self.device):
+                return len(self.problem.get_check_inputs())
+
+    def check(self) -> None:
+        self.phase("check")
+        seed, trials = self.spec["seed"], self.spec["trials"]
+        cases = [("random", seed + 1 + k, 0) for k in range(trials)]
+        n_check = self._count_check_inputs()
+        cases += [("check", seed + 1000 + k, k) for k in range(n_check)]
+        errors = check.Errors()
+        watch = guard.CustomCodeWatch(self.hooks.extension_names)
+        for t, (which, s, index) in enumerate(cases):
+            pristine = self.make_inputs(s, which, index)
+            sol_in = check.clone_inputs(pristine)
+            if t == 0:
+                sol_out = watch.run(lambda: self.call_solution(sol_in))
+            else:
+                sol_out = self.call_solution(sol_in)
+            self.check_tampering("in forward")
+            if not check.same_inputs(sol_in, pristine):
+                self.flags.add(Flag.INPUT_MUTATION)
+            del sol_in
+            ref_out = self.call_reference(check.clone_inputs(pristine))
+            # float64 reference on the first random trial and on every structured one
+            ref64 = None
+            if self.spec["fp64"] and (t == 0 or which == "check"):
+                ref64 = check.run_fp64_reference(self.ref, pristine, errors.notes)
+            label = f"trial {t + 1} ({'check input ' + str(index + 1) if which == 'check' else 'seed ' + str(s)})"
+            try:
+                errors.merge(check.compare_outputs(sol_out, ref_out, ref64))
+            except check.Mismatch as e:
+                self.check_result = check.summarize(False, f"{label}: {e}", t + 1, errors)
+                raise TaskFailed(Status.INCORRECT, f"{label}: {e}")
+            finally:
+                check.poison(ref_out)
+                del ref_out, ref64, pristine
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        if not watch.seen:
+            self.flags.add(Flag.NO_CUSTOM_KERNEL)
+            self.notes.append("forward called no custom code (no extension, Triton or ctypes call)")
+        self.check_result = check.summarize(True, "", len(cases), errors)
+        self.errors = errors
+
+    def time(self) -> None:
+        self.phase("time")
+        inputs = self.make_inputs(self.spec["seed"] + 500)
+        ref_in, sol_in = check.clone_inputs(inputs), check.clone_inputs(inputs)
+        last: dict[str, Any] = {}
+
+        def ref_fn():
+            return self.call_reference(ref_in)
+
+        def sol_fn():
+            last["out"] = None  # free the previous output before the next call allocates
+            last["out"] = self.call_solution(sol_in)
+
+        clock = timer.make_clock(self.device)
+        cfg = timer.TimingConfig(**self.spec["timing"])
+        pair = timer.time_pair(ref_fn, sol_fn, clock, cfg)
+        self.check_tampering("while being timed")
+
+        # The output of a timed call must still be right (a candidate may behave
+        # differently once it is being timed, or cache).
+        self.phase("recheck")
+        ref_out = self.call_reference(check.clone_inputs(inputs))
+        bound = max(self.errors.tolerance or 0.0, 0.0) + (self.errors.ref_rel_l2_fp64 or 0.0)
+        try:
+            check.compare_outputs(last["out"], ref_out, None, l2_bound=bound)
+        except check.Mismatch as e:
+            raise TaskFailed(Status.INCORRECT, f"output of a timed call: {e}")
+        self.timing = self._summarize(pair, inputs, ref_out)
+
+    def _summarize(self, pair: timer.PairResult, inputs: list, out: Any) -> Timing:
+        ref_ms, sol_ms = stats.median(pair.ref.event_ms), stats.median(pair.sol.event_ms)
+        lo, hi = stats.bootstrap_ratio_ci(pair.ref.event_ms, pair.sol.event_ms)
+        speedup = ref_ms / sol_ms if sol_ms > 0 else float("inf")
+        sol_wall = stats.median(pair.sol.wall_ms)
+        if pair.clock == "cuda_events":
+            ref_gap = stats.median(pair.ref.wall_ms) - ref_ms
+            excess = (sol_wall - sol_ms) - ref_gap
+            if excess > max(UNTIMED_FRACTION * sol_ms, UNTIMED_MIN_MS):
+                self.flags.add(Flag.UNTIMED_WORK)
+                self.notes.append(
+                    f"device-wide wall time {sol_wall:.3f} ms vs {sol_ms:.3f} ms on the events: work escaped the timed stream"
+                )
+        if speedup > 0 and (hi - lo) / 2 / speedup > NOISY_REL_CI:
+            self.flags.add(Flag.NOISY)
+        nbytes = _tensor_bytes(inputs) + _tensor_bytes(check.flatten(out))
+        floor_ms = None
+        bandwidth = self.spec.get("bandwidth_gbs")
+        if bandwidth and pair.clock == "cuda_events":
+            floor_ms = nbytes / (bandwidth * 1e9) * 1e3
+            if sol_ms < BELOW_FLOOR_FRACTION * floor_ms:
+                self.flags.add(Flag.BELOW_ROOFLINE)
+                self.notes.append(f"{sol_ms:.3f} ms is below the HBM floor of {floor_ms:.3f} ms")
+        side = lambda s: SideTiming(  # noqa: E731
+            stats.median(s.event_ms), stats.iqr(s.event_ms), len(s.event_ms), tuple(round(x, 6) for x in s.event_ms)
+        )
+        return Timing(
+            ref=side(pair.ref),
+            sol=side(pair.sol),
+            speedup=speedup,
+            speedup_ci=(lo, hi),
+            clock=pair.clock,
+            stop_reason=pair.stop_reason,
+            sol_wall_ms=sol_wall,
+            event_overhead_ms=pair.event_overhead_ms,
+            floor_ms=floor_ms,
+            bytes_moved=nbytes,
+        )
+
+
+def _tensor_bytes(items: list) -> int:
+    total = 0
+    for x in items:
+        x = x[1] if isinstance(x, tuple) else x
+        if isinstance(x, torch.Tensor):
+            total += x.numel() * x.element_size()
+    return total
+
+
+def run(spec: dict) -> dict:
+    w = Worker(spec)
+    status, message = Status.OK, ""
+    try:
+        w.load()
+        w.check()
+        if spec["time"]:
+            w.time()
+        w.phase("done")
+    except TaskFailed as e:
+        status, message = e.status, e.message
+    except torch.OutOfMemoryError as e:
+        status, message = Status.RUNTIME_ERROR, f"out of GPU memory during {w.current}: {load.last_line(e)[:300]}"
+    except SystemExit as e:
+        status, message = Status.RUNTIME_ERROR, f"the solution called sys.exit({e.code!r}) during {w.current}"
+    except Exception as e:  # noqa: BLE001 - a solution may raise anything
+        import traceback
+
+        traceback.print_exc()
+        status, message = Status.RUNTIME_ERROR, f"during {w.current}: {load.last_line(e)[:500]}"
+    if w.notes and status is Status.OK:
+        message = "; ".join(w.notes)
+    elif w.notes:
+        message = f"{message} [{'; '.join(w.notes)}]"
+    return {
+        "status": status.value,
+        "message": message,
+        "flags": sorted(f.value for f in w.flags),
+        "phase": getattr(w, "current", "load"),
+        "check": to_json_dict(w.check_result) if w.check_result else None,
+        "timing": to_json_dict(w.timing) if w.timing else None,
+    }
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    t0 = time.monotonic()
+    result = run(spec)
+    result["worker_seconds"] = time.monotonic() - t0
+    out = Path(spec["result_path"])
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, out)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: solution atexit hooks and CUDA teardown can hang
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
