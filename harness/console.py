@@ -40,11 +40,11 @@ class RichReporter:
         self.bar = None
 
     def __enter__(self):
-        self.progress.start()
-        return self
+        return self  # the bars start with the first build: an early error prints one clean line
 
     def __exit__(self, *exc):
-        self.progress.stop()
+        if self.progress.live.is_started:
+            self.progress.stop()
 
     def discovered(self, discovery: Discovery, todo: int, reused: int) -> None:
         sets = ", ".join(discovery.sets) or "-"
@@ -56,6 +56,7 @@ class RichReporter:
             err.print(f"[yellow]unmatched:[/] {escape(u.path)}: {escape(u.reason)}")
 
     def build_started(self, count: int) -> None:
+        self.progress.start()
         self.bar = self.progress.add_task("build", total=count, current="")
 
     def build_done(self, task: Task, result: BuildResult) -> None:

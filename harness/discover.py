@@ -127,7 +127,8 @@ def discover(
             for stray in sorted(solutions_dir.glob("*.py")):
                 unmatched.append(Unmatched(str(stray), "a solution file must sit in a set folder: <set>/<level>/<problem>.py"))
         for set_dir in set_dirs:
-            set_name = set_dir.name
+            # resolve() names the root set even when given as '.' or '..'
+            set_name = solutions_dir.resolve().name if set_dir == solutions_dir else set_dir.name
             if not _matches(set_name, set_filters):
                 continue
             sets.append(set_name)

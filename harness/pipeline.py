@@ -118,12 +118,12 @@ def _log_path(out_dir: Path, task: Task) -> Path:
 
 
 def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
+    dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
     found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
     if not found.tasks:
         where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
         extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
         raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
-    dev = probe_device(cfg.device)
     out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
 

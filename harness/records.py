@@ -203,6 +203,8 @@ def _convert(hint: Any, value: Any) -> Any:
 
 
 def results_from_json(data: dict) -> RunResults:
+    if not isinstance(data, dict):
+        raise UserError(f"results file holds a JSON {type(data).__name__}, not a kbench results object")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise UserError(

@@ -71,10 +71,14 @@ def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CSV_COLUMNS)
 
 
-def summary(run: RunResults) -> dict:
+def summary(run: RunResults, policy: GatePolicy) -> dict:
+    """Counts per status, fast_p and the geometric-mean speedup. A task counts as
+    correct only if it passes the gate's flag policy too: an `ok` that tampered
+    with the timer or escaped it is not a win."""
     results = run.results
     counts = {s.value: sum(1 for r in results if r.status is s) for s in Status}
-    correct = [r.speedup for r in results if r.status is Status.OK]
+    passing = GatePolicy(fail_flags=policy.fail_flags)  # min_speedup is a gate rule, not correctness
+    correct = [r.speedup for r in results if verdict(r, passing).passed]
     return {
         "tasks": len(results),
         "counts": counts,
@@ -116,7 +120,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def render_markdown(run: RunResults, policy: GatePolicy) -> str:
-    info, s = run.run, summary(run)
+    info, s = run.run, summary(run, policy)
     df = table(run, policy)
     cuda = f", CUDA {info.cuda_version}" if info.cuda_version else ""
     state = f"finished {info.finished}" if info.finished else "not finished (interrupted or still running)"
@@ -134,10 +138,12 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         _md_table(
             ["metric", "value"],
             [[f"fast_{p:g}", f"{v:.1%}"] for p, v in s["fast_p"].items()]
-            + [["geomean speedup (correct tasks)", f"{_fmt(s['geomean_speedup'], '.3f')}x (n={s['geomean_n']})"]],
+            + [["geomean speedup (correct tasks)", f"{_fmt(s['geomean_speedup'], '.3f')}x (n={s['geomean_n']})"
+                if s["geomean_speedup"] is not None else "n/a (n=0)"]],
         ),
         "",
-        "fast_p: share of all tasks that are correct and more than p times faster than the reference.",
+        "fast_p: share of all tasks that are correct (ok, and no flag that fails the gate) and more than p times "
+        "faster than the reference.",
         "",
     ]
     sets = sorted(df["solution_set"].unique()) if len(df) else []
@@ -145,7 +151,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         rows = []
         for name in sets:
             sub = [r for r in run.results if r.solution_set == name]
-            sp = [r.speedup for r in sub if r.status is Status.OK]
+            sp = [r.speedup for r in sub if verdict(r, GatePolicy(fail_flags=policy.fail_flags)).passed]
             gm = stats.geomean(x for x in sp if x is not None)
             rows.append([name, str(len(sub)), str(len(sp)), f"{stats.fast_p(sp, len(sub), 1.0):.1%}", _fmt(gm, ".3f")])
         out += ["## Per solution set", "", _md_table(["set", "tasks", "ok", "fast_1", "geomean speedup"], rows), ""]
@@ -173,6 +179,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         out += ["## Failures and flags", ""]
         for r in notes:
             flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
-            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`): {r.message}")
+            message = f": {r.message}" if r.message else ""
+            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`){message}")
         out.append("")
     return "\n".join(out)

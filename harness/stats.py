@@ -63,5 +63,6 @@ def fast_p(correct_speedups: Iterable[float | None], total: int, p: float) -> fl
     (KernelBench's fast_p; fast_0 is the share correct)."""
     if total == 0:
         return 0.0
-    hits = sum(1 for s in correct_speedups if s is not None and s > p)
+    # A correct task that was not timed (--no-timing) is still more than 0 times faster.
+    hits = sum(1 for s in correct_speedups if (s > p if s is not None else p <= 0))
     return hits / total

@@ -1,0 +1,46 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `import cli`, `import harness` without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import expect`
+
+
+def pytest_collection_modifyitems(config, items):
+    """gpu-marked tests skip, visibly, where torch sees no CUDA device."""
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def kbench_cache(tmp_path_factory) -> Path:
+    """One build cache for every CLI run in the session: each C++ fixture builds once."""
+    return tmp_path_factory.mktemp("kbench-cache")
+
+
+@pytest.fixture(scope="session")
+def run_cli(kbench_cache):
+    """Run `python cli.py ARGS` as a user would; returns the CompletedProcess."""
+
+    def run(*args: str, cwd: Path = ROOT, timeout: float = 900) -> subprocess.CompletedProcess:
+        env = dict(os.environ, KBENCH_CACHE=str(kbench_cache), PYTHONUNBUFFERED="1")
+        return subprocess.run(
+            [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+            timeout=timeout,
+        )
+
+    return run

@@ -1,0 +1,157 @@
+"""End to end on the CPU: the same pipeline a GPU run uses, over hostile fixtures.
+
+Each fixture solution declares the verdict it must get (tests/expect.py).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from expect import mismatches
+
+FIXTURES = ROOT / "tests" / "fixtures" / "cpu"
+PROBLEMS, SOLUTIONS = FIXTURES / "problems", FIXTURES / "solutions"
+
+
+@pytest.fixture(scope="module")
+def full_run(run_cli, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "r"
+    # Exactly the form the README promises.
+    proc = run_cli("run", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS), "--out", str(out),
+                   "--device", "cpu", "--timeout", "60")
+    return proc, out
+
+
+def test_every_fixture_gets_its_verdict(full_run):
+    proc, out = full_run
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert len(results) == 11, proc.stderr[-3000:]
+    assert mismatches(results) == []
+
+
+def test_writes_three_files_and_a_log_per_task(full_run):
+    proc, out = full_run
+    data = json.loads((out / "results.json").read_text())
+    assert data["schema_version"] == 1
+    assert data["run"]["device"] == "cpu" and data["run"]["finished"]
+    for r in data["results"]:
+        assert {"problem", "solution_set", "solution_path", "status", "message", "flags", "ref_ms", "sol_ms",
+                "speedup"} <= r.keys()
+        assert Path(r["log_path"]).is_file()
+    csv = (out / "results.csv").read_text().splitlines()
+    assert csv[0].startswith("problem,solution_set,solution_path,status") and len(csv) == 12
+    md = (out / "report.md").read_text()
+    assert "## Summary" in md and "fast_1" in md and "## Failures and flags" in md
+
+
+def test_build_error_message_is_the_compilers_line_and_log_keeps_the_rest(full_run):
+    _, out = full_run
+    r = next(r for r in json.loads((out / "results.json").read_text())["results"]
+             if r["solution_path"].endswith("cpp_build_error.py"))
+    assert "main.cpp:" in r["message"] and "error:" in r["message"]
+    log = Path(r["log_path"]).read_text()
+    assert "Error building extension" in log and "ninja" in log
+
+
+def test_gate_fails_the_run_and_table_printed(full_run):
+    proc, _ = full_run
+    assert proc.returncode == 1
+    assert "level1/2_Hinge" in proc.stdout and "verdict" in proc.stdout  # the final table is data: stdout
+    assert "gate: 9 of 11 tasks failed" in proc.stderr
+
+
+def test_unmatched_solution_file_is_reported(full_run):
+    proc, out = full_run
+    run = json.loads((out / "results.json").read_text())["run"]
+    assert any("7_NoSuchProblem.py" in u for u in run["unmatched"])
+    assert "unmatched" in proc.stderr
+
+
+def test_exit_zero_and_filters(run_cli, tmp_path):
+    proc = run_cli("run", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS), "--out", str(tmp_path / "r"),
+                   "--device", "cpu", "-p", "Hinge", "-s", "basic", "--exit-zero", "--time-budget", "1")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    assert {r["problem"] for r in results} == {"level1/2_Hinge"} and len(results) == 3
+
+
+def test_resume_reuses_finished_tasks(run_cli, tmp_path):
+    args = ["run", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS), "--device", "cpu", "-p", "Hinge",
+            "--exit-zero", "--time-budget", "1"]
+    first = run_cli(*args, "--out", str(tmp_path / "r"))
+    assert first.returncode == 0, first.stderr
+    before = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    again = run_cli(*args, "--resume", str(tmp_path / "r"))
+    assert again.returncode == 0, again.stderr
+    assert "3 reused from the earlier run, 0 to run" in again.stderr
+    after = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    assert [r["speedup"] for r in after] == [r["speedup"] for r in before]
+
+
+def test_no_gpu_says_so_in_one_line(run_cli):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    proc = run_cli("run")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--device cpu" in lines[0]
+
+
+def test_typo_in_folder_name(run_cli):
+    proc = run_cli("run", "--device", "cpu", "--problems", str(FIXTURES / "problemz"), "--solutions", str(SOLUTIONS))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "did you mean" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_empty_solutions_folder(run_cli, tmp_path):
+    proc = run_cli("run", "--device", "cpu", "--problems", str(PROBLEMS), "--solutions", str(tmp_path))
+    assert proc.returncode == 2 and "no solutions to run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_problem_with_syntax_error_is_a_load_error(run_cli, tmp_path):
+    (tmp_path / "p" / "level1").mkdir(parents=True)
+    (tmp_path / "p" / "level1" / "1_Broken.py").write_text("def get_inputs(:\n")
+    sol = tmp_path / "s" / "mine" / "level1"
+    sol.mkdir(parents=True)
+    (sol / "1_Broken.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n")
+    proc = run_cli("run", "--device", "cpu", "--problems", str(tmp_path / "p"), "--solutions", str(tmp_path / "s"),
+                   "--out", str(tmp_path / "r"))
+    assert proc.returncode == 1
+    r = json.loads((tmp_path / "r" / "results.json").read_text())["results"][0]
+    assert r["status"] == "load_error" and "1_Broken.py" in r["message"] and "SyntaxError" in r["message"]
+
+
+def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
+    out = tmp_path / "r"
+    env = dict(os.environ, KBENCH_CACHE=str(kbench_cache), PYTHONUNBUFFERED="1")
+    # The AddReLU set holds a task that hangs: interrupt while it runs.
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS),
+         "--out", str(out), "--device", "cpu", "-p", "AddReLU", "--timeout", "120", "--time-budget", "1"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 300
+    done = []
+    while time.monotonic() < deadline:
+        if (out / "results.json").is_file():
+            done = json.loads((out / "results.json").read_text())["results"]
+            if any(Path(r["solution_path"]).name == "exit_at_import.py" for r in done):
+                break  # the next task in order is the hang
+        time.sleep(0.5)
+    assert done, "no task finished in time"
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err
+    kept = json.loads((out / "results.json").read_text())
+    assert len(kept["results"]) >= len(done) and kept["run"]["finished"] is None

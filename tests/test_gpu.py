@@ -1,0 +1,43 @@
+"""On a CUDA GPU: the founding problems against CUDA fixtures of every failure
+kind, and kbench's own solution set. Skipped (visibly) without a GPU."""
+import json
+
+import pytest
+
+from conftest import ROOT
+from expect import mismatches
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def faults_run(run_cli, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu") / "faults"
+    proc = run_cli("run", "--solutions", str(ROOT / "tests" / "fixtures" / "gpu" / "solutions"), "--out", str(out),
+                   "--timeout", "120", "--time-budget", "3")
+    return proc, out
+
+
+def test_every_cuda_fixture_gets_its_verdict(faults_run):
+    proc, out = faults_run
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert len(results) == 9, proc.stderr[-3000:]
+    assert mismatches(results) == []
+
+
+def test_gpu_is_healthy_after_the_faults(faults_run):
+    """The hang and the illegal address come before later tasks; those still run and pass."""
+    _, out = faults_run
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert not any("health check" in r["message"] for r in results)
+
+
+def test_shipped_solutions_are_ok(run_cli, tmp_path):
+    proc = run_cli("run", "--solutions", str(ROOT / "solutions"), "--set", "kbench", "--out", str(tmp_path / "r"),
+                   "--time-budget", "3")
+    results = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    assert len(results) == 4, proc.stderr[-3000:]
+    bad = [(r["problem"], r["status"], r["flags"], r["message"][:200]) for r in results
+           if r["status"] != "ok" or set(r["flags"]) - {"noisy"}]
+    assert bad == []
+    assert proc.returncode == 0

@@ -1,0 +1,209 @@
+"""Golden-file tests of the three result files, and reading results back.
+
+The golden files under tests/golden/ are the exact expected output for the hand-built
+run below. After an intended change to a writer, rewrite them with
+    KBENCH_UPDATE_GOLDEN=1 python -m pytest tests/test_report.py
+and read the diff before committing it.
+"""
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import harness
+from harness import report
+from harness.gate import GatePolicy
+from harness.records import (
+    CheckResult,
+    Flag,
+    RunInfo,
+    RunResults,
+    SideTiming,
+    Status,
+    TaskResult,
+    Timing,
+    UserError,
+)
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE = os.environ.get("KBENCH_UPDATE_GOLDEN") == "1"
+
+
+def _timing(ref_ms: float, sol_ms: float, ci: tuple[float, float], n: int = 40) -> Timing:
+    return Timing(
+        ref=SideTiming(median_ms=ref_ms, iqr_ms=ref_ms * 0.01, n=n, samples_ms=(ref_ms,) * 3),
+        sol=SideTiming(median_ms=sol_ms, iqr_ms=sol_ms * 0.02, n=n, samples_ms=(sol_ms,) * 3),
+        speedup=ref_ms / sol_ms,
+        speedup_ci=ci,
+        clock="cuda_events",
+        stop_reason="converged",
+    )
+
+
+def _check(err: float | None) -> CheckResult:
+    return CheckResult(passed=err is not None and err < 1e-4, message="", trials=6, rel_l2_err_fp64=err)
+
+
+def _ok(problem, sset, ref_ms, sol_ms, ci, flags=(), n=40, seconds=10.0) -> TaskResult:
+    return TaskResult(
+        problem=problem, solution_set=sset, solution_path=f"solutions/{sset}/{problem}.py", status=Status.OK,
+        message="", flags=tuple(flags), ref_ms=ref_ms, sol_ms=sol_ms, speedup=ref_ms / sol_ms, phase="done",
+        seconds=seconds, check=_check(2e-7), timing=_timing(ref_ms, sol_ms, ci, n),
+    )
+
+
+def golden_run() -> RunResults:
+    """Two sets over five problems, with a result of each kind a report must show."""
+    info = RunInfo(
+        run_id="20250102-030405", kbench_version="0.1.0", device="NVIDIA H100 80GB HBM3", torch_version="2.13.0",
+        cuda_version="12.8",
+        options={"trials": 5, "seed": 42, "device": "cuda", "time_budget": 10.0},
+        started="2025-01-02T03:04:05+00:00", finished=None,
+        unmatched=("solutions/stray.py: a solution file must sit in a set folder: <set>/<level>/<problem>.py",),
+    )
+    results = (
+        _ok("level1/23_Softmax", "claude", 8.64, 4.8, (1.78, 1.82), seconds=21.456),
+        _ok("level1/23_Softmax", "gpt", 8.64, 9.6, (0.88, 0.92), flags=[Flag.NOISY]),
+        _ok("level1/95_CrossEntropyLoss", "claude", 0.474, 0.158, (2.9, 3.1), flags=[Flag.BELOW_ROOFLINE]),
+        TaskResult(
+            problem="level1/95_CrossEntropyLoss", solution_set="gpt",
+            solution_path="solutions/gpt/level1/95_CrossEntropyLoss.py", status=Status.INCORRECT,
+            message="output shape [1] vs reference [] | trial 1", phase="check", seconds=4.2, check=_check(0.5),
+        ),
+        TaskResult(
+            problem="level1/98_KLDivLoss", solution_set="gpt", solution_path="solutions/gpt/level1/98_KLDivLoss.py",
+            status=Status.BUILD_ERROR, message='kernel.cu(12): error: identifier "x" is undefined', phase="build",
+            seconds=30.0,
+        ),
+        TaskResult(
+            problem="level1/100_HingeLoss", solution_set="claude",
+            solution_path="solutions/claude/level1/100_HingeLoss.py", status=Status.OK, message="",
+            flags=(Flag.NO_CUSTOM_KERNEL,), phase="done", seconds=3.0, check=_check(1e-7),
+        ),  # correct, timing not run (--no-timing)
+        TaskResult(
+            problem="level1/100_HingeLoss", solution_set="gpt", solution_path="solutions/gpt/level1/100_HingeLoss.py",
+            status=Status.TIMEOUT, message="no result after 300 s (--timeout) during check; process group killed",
+            phase="check", seconds=300.0,
+        ),
+        _ok("level2/1_Conv2d_ReLU_BiasAdd", "gpt", 1.25, 0.5, (2.4, 2.6), flags=[Flag.TAMPERING]),
+    )
+    return RunResults(info, results)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.is_file(), f"{path} is missing: run with KBENCH_UPDATE_GOLDEN=1 once"
+    assert text == path.read_text(), f"{name} differs from {path}; if intended, rerun with KBENCH_UPDATE_GOLDEN=1"
+
+
+@pytest.fixture
+def written(tmp_path) -> Path:
+    report.write_all(golden_run(), tmp_path, GatePolicy())
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["report.md", "results.csv", "results.json"])
+def test_golden_files(written, name):
+    check_golden(name, (written / name).read_text())
+
+
+def test_report_md_says_what_a_reader_needs(written):
+    md = (written / "report.md").read_text()
+    assert "not finished" in md  # a cut-short run says so
+    assert "## Per solution set" in md  # two sets compared side by side
+    assert "solutions/stray.py" in md  # unmatched files are shown
+    # 3 of 8 pass: the untimed one included; the below_roofline and tampering
+    # oks fail the default flag policy and are no wins
+    assert "| fast_0 | 37.5% |" in md
+    assert "| fast_1 | 12.5% |" in md  # only softmax/claude at 1.8x
+    assert "| geomean speedup (correct tasks) | 1.273x (n=2) |" in md  # sqrt(1.8 * 0.9)
+    assert "output shape [1] vs reference [] | trial 1" in md  # failure list keeps the message whole
+    assert "vs reference [] \\| trial 1" not in md.split("## Failures and flags")[0]  # not in a table at all
+    # a flag on a correct task has no message: no dangling colon
+    assert "(`solutions/gpt/level1/23_Softmax.py`)\n" in md
+
+
+def test_a_finished_run_says_when(tmp_path):
+    run = golden_run()
+    run = RunResults(RunInfo(**{**run.run.__dict__, "finished": "2025-01-02T04:00:00+00:00"}), run.results)
+    md = report.render_markdown(run, GatePolicy())
+    assert "finished 2025-01-02T04:00:00+00:00" in md and "not finished" not in md
+
+
+def test_single_set_has_no_per_set_table():
+    run = golden_run()
+    run = RunResults(run.run, tuple(r for r in run.results if r.solution_set == "gpt"))
+    assert "## Per solution set" not in report.render_markdown(run, GatePolicy())
+
+
+def test_empty_run_renders():
+    run = RunResults(golden_run().run, ())
+    md = report.render_markdown(run, GatePolicy())
+    assert "| total | 0 |" in md and "## Failures and flags" not in md
+    assert "| geomean speedup (correct tasks) | n/a (n=0) |" in md
+    assert report.table(run, GatePolicy()).columns.tolist() == report.CSV_COLUMNS
+
+
+def test_verdict_column_follows_the_policy(written):
+    df = pd.read_csv(written / "results.csv")
+    by_flag = dict(zip(df["solution_path"], df["verdict"]))
+    assert by_flag["solutions/claude/level1/95_CrossEntropyLoss.py"] == "fail"  # below_roofline fails by default
+    relaxed = report.table(golden_run(), GatePolicy(fail_flags=frozenset()))
+    assert dict(zip(relaxed["solution_path"], relaxed["verdict"]))["solutions/claude/level1/95_CrossEntropyLoss.py"] == "pass"
+
+
+def test_results_csv_has_one_row_per_task_and_the_documented_columns(written):
+    df = pd.read_csv(written / "results.csv")
+    assert df.columns.tolist() == report.CSV_COLUMNS
+    assert len(df) == len(golden_run().results)
+
+
+def test_write_json_loads_back_equal(written):
+    assert report.load_run(written / "results.json") == golden_run()
+
+
+def test_load_run_on_a_folder(written):
+    assert report.load_run(written) == golden_run()
+
+
+def test_atomic_write_leaves_no_temporary_file(written):
+    assert sorted(p.name for p in written.iterdir()) == ["report.md", "results.csv", "results.json"]
+
+
+def test_load_run_missing_file_names_the_path(tmp_path):
+    missing = tmp_path / "nope" / "results.json"
+    with pytest.raises(UserError, match="no results file") as e:
+        report.load_run(missing)
+    assert str(missing) in str(e.value)
+
+
+def test_load_run_folder_without_results_names_the_path(tmp_path):
+    with pytest.raises(UserError) as e:
+        report.load_run(tmp_path)
+    assert str(tmp_path / "results.json") in str(e.value)
+
+
+def test_load_run_invalid_json_names_the_path(tmp_path):
+    bad = tmp_path / "results.json"
+    bad.write_text('{"schema_version": 1, "run": ')  # a file cut short
+    with pytest.raises(UserError) as e:
+        report.load_run(bad)
+    msg = str(e.value)
+    assert str(bad) in msg and "not valid JSON" in msg and "\n" not in msg
+
+
+def test_load_results_gives_a_dataframe_per_task(written):
+    for path in (written, written / "results.json", str(written)):
+        df = harness.load_results(path)
+        assert isinstance(df, pd.DataFrame)
+        assert len(df) == 8
+        assert df.columns.tolist() == report.CSV_COLUMNS
+    assert df["status"].tolist().count("ok") == 5
+    row = df[df["solution_path"] == "solutions/claude/level1/23_Softmax.py"].iloc[0]
+    assert row["speedup"] == pytest.approx(1.8) and row["verdict"] == "pass" and row["samples"] == 40
