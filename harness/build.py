@@ -109,6 +109,10 @@ def build_all(
 
 def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str]:
     ext_dir = cfg.cache_dir / key
+    if b"cpp_extension" not in Path(task.solution_path).read_bytes():
+        # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
+        # import torch. The worker imports the file itself and reports what happens.
+        return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n"
     cached = ext_dir / RESULT_FILE
     if cfg.use_cache and cached.is_file():
         data = json.loads(cached.read_text())

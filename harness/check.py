@@ -90,6 +90,10 @@ def _describe(x: Any) -> str:
 
 def compare_structure(sol: Any, ref: Any) -> None:
     """Raise Mismatch naming both sides (solution first) if the outputs differ in kind."""
+    if not isinstance(ref, (tuple, list)) and isinstance(sol, (tuple, list)):
+        raise Mismatch(f"output: {type(sol).__name__} of {len(sol)} vs {_describe(ref)} (solution vs reference)")
+    if len(flatten(sol)) != len(flatten(ref)):
+        raise Mismatch(f"output: {len(flatten(sol))} values vs {len(flatten(ref))} (solution vs reference)")
     if isinstance(ref, (tuple, list)):
         if type(sol) is not type(ref) or len(sol) != len(ref):
             n_sol = len(sol) if isinstance(sol, (tuple, list)) else "-"

@@ -97,6 +97,7 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
         seconds=seconds,
         check=check,
         timing=timing,
+        phase_seconds=data.get("phase_seconds", {}),
     )
 
 

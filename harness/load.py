@@ -109,6 +109,11 @@ def last_line(exc: BaseException) -> str:
     """The exception's own last line, which is what a user needs first."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
+    # torch's CUDA errors end in advice (CUDA_LAUNCH_BLOCKING, TORCH_USE_CUDA_DSA);
+    # the line that names the error comes first.
+    for ln in lines:
+        if "CUDA error" in ln or "device-side assert" in ln:
+            return ln.strip()
     return lines[-1] if lines else type(exc).__name__
 
 

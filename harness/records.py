@@ -127,6 +127,7 @@ class TaskResult:
     check: Optional[CheckResult] = None
     timing: Optional[Timing] = None
     fingerprint: str = ""  # hash of solution, problem and options, for --resume
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # worker time per phase
 
     @property
     def key(self) -> str:

@@ -43,11 +43,16 @@ class Worker:
         self.phase_path = Path(spec["phase_path"])
         self.check_result = None
         self.timing = None
+        self.phase_seconds: dict[str, float] = {}
 
     # -- plumbing -------------------------------------------------------------
     def phase(self, name: str) -> None:
+        now = time.monotonic()
+        if getattr(self, "current", None):
+            self.phase_seconds[self.current] = round(now - self.phase_started, 3)
         self.phase_path.write_text(name)
-        self.current = name
+        self.current, self.phase_started = name, now
+        print(f"[kbench] phase {name}", flush=True)
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -97,6 +102,7 @@ class Worker:
             self.problem = load.load_problem(self.spec["problem_path"])
         except Exception as e:  # noqa: BLE001
             raise TaskFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: {load.last_line(e)}")
+        self.phase("import")
         try:
             self.solution = load.load_solution(self.spec["solution_path"], self.device.type)
         except load.NeedsCuda as e:
@@ -113,6 +119,7 @@ class Worker:
                 raise TaskFailed(Status.SKIPPED, f"needs CUDA: {load.last_line(e)}")
             raise TaskFailed(Status.LOAD_ERROR, f"at import: {load.last_line(e)}")
         self.check_tampering("at import")
+        self.phase("construct")
         seed = self.spec["seed"]
         torch.manual_seed(seed)
         with torch.device(self.device):
@@ -211,6 +218,12 @@ class Worker:
         # The output of a timed call must still be right (a candidate may behave
         # differently once it is being timed, or cache).
         self.phase("recheck")
+        if Flag.INPUT_MUTATION in self.flags:
+            # The candidate rewrote the inputs it was timed on: no reference exists
+            # for what its last call saw. The flag already fails the gate.
+            self.notes.append("timed output not re-checked: the solution writes into its inputs")
+            self.timing = self._summarize(pair, inputs, last["out"])
+            return
         ref_out = self.call_reference(check.clone_inputs(inputs))
         bound = max(self.errors.tolerance or 0.0, 0.0) + (self.errors.ref_rel_l2_fp64 or 0.0)
         try:
@@ -288,6 +301,8 @@ def run(spec: dict) -> dict:
 
         traceback.print_exc()
         status, message = Status.RUNTIME_ERROR, f"during {w.current}: {load.last_line(e)[:500]}"
+    if getattr(w, "current", None) and w.current not in w.phase_seconds:
+        w.phase_seconds[w.current] = round(time.monotonic() - w.phase_started, 3)
     if w.notes and status is Status.OK:
         message = "; ".join(w.notes)
     elif w.notes:
@@ -299,6 +314,7 @@ def run(spec: dict) -> dict:
         "phase": getattr(w, "current", "load"),
         "check": to_json_dict(w.check_result) if w.check_result else None,
         "timing": to_json_dict(w.timing) if w.timing else None,
+        "phase_seconds": w.phase_seconds,
     }
 
 
