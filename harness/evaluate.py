@@ -115,15 +115,18 @@ def _last_error_line(log_path: Path) -> str:
     return hits[-1][:300] if hits else ""
 
 
-def gpu_healthy(timeout: float = 60.0) -> bool:
+def gpu_healthy(gpu: int | None = None, timeout: float = 60.0) -> bool:
     """A fresh process can allocate and compute on the GPU: run after a task that
     crashed or hung, so the next task never runs on a broken device."""
     probe = (
         "import torch; x = torch.ones(1 << 20, device='cuda'); "
         "assert float(x.sum()) == float(1 << 20); torch.cuda.synchronize()"
     )
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     for _ in range(3):
-        outcome = run_child(["-c", probe], _scratch_log(), timeout)
+        outcome = run_child(["-c", probe], _scratch_log(), timeout, env=env)
         if outcome.returncode == 0:
             return True
         time.sleep(5)

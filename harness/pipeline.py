@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Protocol
 from . import __version__, build, evaluate, report
 from .discover import Discovery, discover
 from .gate import GatePolicy
+from .isolate import kill_all
 from .records import BuildResult, RunInfo, RunResults, Status, Task, TaskResult, UserError
 from .timer import TimingConfig
 
@@ -43,6 +45,7 @@ class RunConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     policy: GatePolicy = field(default_factory=GatePolicy)
     resume: Path | None = None
+    gpus: tuple[int, ...] = ()  # CUDA device indices to spread tasks over; () = the first one
 
     def options(self) -> dict:
         """What goes into results.json's run.options (and the resume fingerprint)."""
@@ -176,10 +179,21 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     built = build.build_all(todo, build_cfg, on_built) if todo else {}
 
     work = Path(tempfile.mkdtemp(prefix="kbench-"))
-    try:
+    lock = threading.Lock()
+    queue = list(enumerate(todo))
+    started = [0]
+
+    def worker(gpu: int | None) -> None:
+        """Evaluates tasks one at a time on one GPU: one timing task per GPU."""
         healthy = True
-        for i, task in enumerate(todo):
-            reporter.task_started(task, i, len(todo))
+        task_cfg = replace(eval_cfg, gpu_index=gpu)
+        while True:
+            with lock:
+                if not queue:
+                    return
+                i, task = queue.pop(0)
+                reporter.task_started(task, started[0], len(todo))
+                started[0] += 1
             log_path = _log_path(out_dir, task)
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.write_text(f"[kbench] task {task.problem} / {task.solution_set}: {task.solution_path}\n"
@@ -189,15 +203,33 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
                                     "not run: the GPU failed its health check after an earlier task", phase="start",
                                     log_path=str(log_path))
             else:
-                result = evaluate.evaluate(task, built[task.key], eval_cfg, log_path, work / str(i))
+                result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, work / str(i))
             result = replace(result, fingerprint=prints[task.key])
-            results[task.key] = result
-            save()
-            reporter.task_done(result)
+            with lock:
+                results[task.key] = result
+                save()
+                reporter.task_done(result)
             if cfg.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-                healthy = evaluate.gpu_healthy()
+                healthy = evaluate.gpu_healthy(gpu)
                 if not healthy:
-                    reporter.note("the GPU failed its health check; the remaining tasks are skipped")
+                    reporter.note(f"GPU {gpu if gpu is not None else 0} failed its health check; its remaining tasks are skipped")
+
+    try:
+        gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
+        if len(gpus) == 1:
+            worker(gpus[0])  # in the main thread: Ctrl-C lands where run_child can clean up
+        else:
+            threads = [threading.Thread(target=worker, args=(g,), daemon=True) for g in gpus]
+            for t in threads:
+                t.start()
+            try:
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.5)
+            except KeyboardInterrupt:
+                queue.clear()
+                kill_all()
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return save(finished=True), out_dir

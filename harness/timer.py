@@ -72,8 +72,10 @@ class CudaClock(_Clock):
         self.device = device
         props = torch.cuda.get_device_properties(device)
         l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
-        # Writing twice the L2 size evicts whatever the previous call left there.
-        self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+        # Reading twice the L2 size evicts whatever the previous call left there.
+        # A read, not a write: a written flush buffer leaves L2 full of dirty lines
+        # whose write-back to HBM would then overlap (and slow) the timed call.
+        self.flush_buf = torch.ones(2 * l2 // 4, dtype=torch.int32, device=device)
         self.start = _EventBase(enable_timing=True)
         self.end = _EventBase(enable_timing=True)
 
@@ -83,7 +85,7 @@ class CudaClock(_Clock):
 
     def sample(self, fn):
         stream = _current_stream(self.device)
-        self.flush_buf.zero_()
+        self.flush_buf.sum()
         self._sync()
         t0 = _perf_counter()
         _event_record(self.start, stream)
