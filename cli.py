@@ -65,10 +65,17 @@ def _folder_options(f):
               help="Comma-separated flags that fail the gate, or 'none'.")
 @click.option("--min-speedup", type=float, help="Also fail the gate when a correct task is slower than this.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when tasks fail (research runs where failures are expected).")
+@click.option("--compile-baseline", is_flag=True,
+              help="Also time the reference under torch.compile (compiled before timing) for a second speedup.")
+@click.option("--gpus", default="", metavar="LIST",
+              help="GPUs to spread tasks over, one timing task per GPU: '0,1,2,3' or 'all' [default: the first].")
 @click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
               help="Continue an interrupted run, skipping tasks whose solution, problem and options are unchanged.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
+              help="Also write JUnit XML (one testcase per task) to PATH, for CI test reporters.")
 def run(problems, solutions, problem_filters, set_filters, out, device, timeout, build_timeout, build_jobs, cache_dir,
-        no_cache, trials, seed, no_fp64, no_timing, time_budget, fail_on, min_speedup, exit_zero, resume) -> None:
+        no_cache, trials, seed, no_fp64, no_timing, time_budget, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
+        resume, junit_path) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
     from harness import pipeline
     from harness.isolate import kill_all
@@ -80,6 +87,7 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
         build_timeout=build_timeout, build_jobs=build_jobs, use_cache=not no_cache,
         problem_filters=tuple(problem_filters), set_filters=tuple(set_filters), trials=trials, seed=seed,
         fp64=not no_fp64, time=not no_timing, timing=TimingConfig(budget_s=time_budget), policy=policy, resume=resume,
+        gpus=_parse_gpus(gpus), compile_baseline=compile_baseline,
         **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)
@@ -93,10 +101,28 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
     console.print_results(results, policy)
     verdict = gate(results.results, policy)
     console.note(f"wrote {out_dir}/results.json, results.csv, report.md")
+    if junit_path is not None:
+        from harness import junit
+
+        junit.write(results, junit_path, policy)
+        console.note(f"wrote {junit_path}")
     if verdict.failed:
         console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed"
                      + (" (--exit-zero: exit 0)" if policy.exit_zero else ""))
     sys.exit(verdict.exit_code)
+
+
+def _parse_gpus(text: str) -> tuple[int, ...]:
+    if not text:
+        return ()
+    if text == "all":
+        import torch
+
+        return tuple(range(torch.cuda.device_count()))
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UserError(f"--gpus takes indices like '0,1' or 'all', not '{text}'") from None
 
 
 @main.command(name="list")
@@ -112,23 +138,58 @@ def list_(problems, solutions, problem_filters, set_filters) -> None:
 
 @main.command()
 @click.argument("results_path", type=click.Path(path_type=Path), metavar="RESULTS")
-@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json", "html", "junit"]), default="md",
+              show_default=True, help="html: one self-contained page with charts; junit: JUnit XML for CI.")
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True, help="Flags that make a task's verdict fail.")
-def report(results_path, fmt, fail_on) -> None:
-    """Re-render a run's results.json (or run folder) to stdout."""
+@click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Write to FILE instead of stdout.")
+def report(results_path, fmt, fail_on, out_path) -> None:
+    """Re-render a run's results.json (or run folder) to stdout or --out FILE."""
+    from harness import html, junit
     from harness import report as writers
     from harness.records import to_json_dict
 
     run_results = writers.load_run(results_path)
     policy = GatePolicy(fail_flags=parse_flags(fail_on))
     if fmt == "md":
-        click.echo(writers.render_markdown(run_results, policy))
+        text = writers.render_markdown(run_results, policy) + "\n"
     elif fmt == "csv":
-        click.echo(writers.table(run_results, policy).to_csv(index=False, float_format="%.6g"), nl=False)
+        text = writers.table(run_results, policy).to_csv(index=False, float_format="%.6g")
+    elif fmt == "html":
+        text = html.render(run_results, policy)
+    elif fmt == "junit":
+        text = junit.render(run_results, policy)
     else:
         import json
 
-        click.echo(json.dumps(to_json_dict(run_results), indent=1))
+        text = json.dumps(to_json_dict(run_results), indent=1) + "\n"
+    if out_path is None:
+        click.echo(text, nl=False)
+    else:
+        writers.atomic_write(out_path, text)
+        console.note(f"wrote {out_path}")
+
+
+@main.command()
+@click.argument("base_path", type=click.Path(path_type=Path), metavar="BASE")
+@click.argument("new_path", type=click.Path(path_type=Path), metavar="NEW")
+@click.option("--threshold", type=click.FloatRange(min=0), default=0.05, show_default=True,
+              help="Fail when a task is significantly slower by more than this fraction of its BASE speedup.")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv"]), default="md", show_default=True)
+@click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
+              help="Flags that make a task's verdict fail, in both runs alike.")
+def compare(base_path, new_path, threshold, fmt, fail_on) -> None:
+    """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, new, removed.
+
+    Exit 1 when a task newly fails or is significantly slower by more than --threshold, else 0."""
+    from harness import compare as cmp
+    from harness.report import load_run
+
+    policy = GatePolicy(fail_flags=parse_flags(fail_on))
+    result = cmp.compare(load_run(base_path), load_run(new_path), policy, threshold)
+    click.echo(cmp.render_markdown(result, policy) if fmt == "md" else cmp.render_csv(result, policy), nl=False)
+    console.note(cmp.summary_line(result))
+    sys.exit(result.exit_code)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ class EvalConfig:
     arch: str = ""
     bandwidth_gbs: float | None = None
     gpu_index: int | None = None
+    compile_baseline: bool = False
 
 
 def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path) -> TaskResult:
@@ -50,6 +51,7 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
         "time": cfg.time,
         "timing": asdict(cfg.timing),
         "bandwidth_gbs": cfg.bandwidth_gbs,
+        "compile_baseline": cfg.compile_baseline,
         "result_path": str(result_path),
         "phase_path": str(phase_path),
     }

@@ -46,6 +46,7 @@ class RunConfig:
     policy: GatePolicy = field(default_factory=GatePolicy)
     resume: Path | None = None
     gpus: tuple[int, ...] = ()  # CUDA device indices to spread tasks over; () = the first one
+    compile_baseline: bool = False  # also time the reference under torch.compile
 
     def options(self) -> dict:
         """What goes into results.json's run.options (and the resume fingerprint)."""
@@ -54,7 +55,7 @@ class RunConfig:
             "timeout": self.timeout, "trials": self.trials, "seed": self.seed, "fp64": self.fp64, "time": self.time,
             "timing": asdict(self.timing), "problem_filters": list(self.problem_filters),
             "set_filters": list(self.set_filters), "fail_on": sorted(f.value for f in self.policy.fail_flags),
-            "min_speedup": self.policy.min_speedup,
+            "min_speedup": self.policy.min_speedup, "compile_baseline": self.compile_baseline,
         }
 
 
@@ -164,7 +165,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
             reporter.note("could not measure the device's copy bandwidth: no roofline floor this run")
     eval_cfg = evaluate.EvalConfig(
         device=cfg.device, timeout=cfg.timeout, trials=cfg.trials, seed=cfg.seed, fp64=cfg.fp64, time=cfg.time,
-        timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth,
+        timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth, compile_baseline=cfg.compile_baseline,
     )
     jobs = cfg.build_jobs or min(8, os.cpu_count() or 1)
     build_cfg = build.BuildConfig(cfg.device, dev.arch, cfg.cache_dir / "builds", jobs, cfg.build_timeout, cfg.use_cache)

@@ -108,6 +108,8 @@ class Timing:
     event_overhead_ms: Optional[float] = None  # cost of an empty event pair
     floor_ms: Optional[float] = None  # HBM floor: bytes that must move / bandwidth
     bytes_moved: Optional[int] = None
+    compiled: Optional[SideTiming] = None  # the reference under torch.compile (--compile-baseline)
+    speedup_vs_compiled: Optional[float] = None
 
 
 @dataclass(frozen=True)

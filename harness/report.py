@@ -15,7 +15,8 @@ from .records import RunResults, Status, UserError, results_from_json, to_json_d
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 CSV_COLUMNS = [
     "problem", "solution_set", "solution_path", "status", "verdict", "flags", "ref_ms", "sol_ms", "speedup",
-    "speedup_ci_low", "speedup_ci_high", "ref_iqr_ms", "sol_iqr_ms", "samples", "clock", "rel_l2_err_fp64",
+    "speedup_ci_low", "speedup_ci_high", "compiled_ms", "speedup_vs_compiled", "floor_ms", "ref_iqr_ms", "sol_iqr_ms",
+    "samples", "clock", "rel_l2_err_fp64",
     "seconds", "message",
 ]
 
@@ -59,6 +60,9 @@ def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
                 "speedup": r.speedup,
                 "speedup_ci_low": t.speedup_ci[0] if t and r.speedup is not None else None,
                 "speedup_ci_high": t.speedup_ci[1] if t and r.speedup is not None else None,
+                "compiled_ms": t.compiled.median_ms if t and t.compiled else None,
+                "speedup_vs_compiled": t.speedup_vs_compiled if t and r.speedup is not None else None,
+                "floor_ms": t.floor_ms if t else None,
                 "ref_iqr_ms": t.ref.iqr_ms if t else None,
                 "sol_iqr_ms": t.sol.iqr_ms if t else None,
                 "samples": t.sol.n if t else None,
@@ -155,18 +159,22 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
             gm = stats.geomean(x for x in sp if x is not None)
             rows.append([name, str(len(sub)), str(len(sp)), f"{stats.fast_p(sp, len(sub), 1.0):.1%}", _fmt(gm, ".3f")])
         out += ["## Per solution set", "", _md_table(["set", "tasks", "ok", "fast_1", "geomean speedup"], rows), ""]
+    out += _candidates_section(run, policy)
+    compiled = bool(len(df)) and df["compiled_ms"].notna().any()  # --compile-baseline columns
     rows = []
     for r in df.to_dict("records"):
         lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
         ci = f"{_fmt(lo, '.3f')}-{_fmt(hi, '.3f')}" if _fmt(lo, ".3f") else ""
-        rows.append(
-            [r["problem"], r["solution_set"], r["status"], r["flags"].replace(";", ", "), _fmt(r["ref_ms"], ".4f"),
-             _fmt(r["sol_ms"], ".4f"), _fmt(r["speedup"], ".3f"), ci, r["verdict"]]
-        )
+        row = [r["problem"], r["solution_set"], r["status"], r["flags"].replace(";", ", "), _fmt(r["ref_ms"], ".4f"),
+               _fmt(r["sol_ms"], ".4f"), _fmt(r["speedup"], ".3f"), ci, r["verdict"]]
+        if compiled:
+            row[7:7] = [_fmt(r["compiled_ms"], ".4f"), _fmt(r["speedup_vs_compiled"], ".3f")]
+        rows.append(row)
     out += [
         "## Results",
         "",
-        _md_table(["problem", "set", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "verdict"], rows),
+        _md_table(["problem", "set", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "verdict"][:7]
+                  + (["compiled ms", "vs compiled"] if compiled else []) + ["95% CI", "verdict"], rows),
         "",
         "Times are medians in ms: CUDA events with L2 flushed before every call (cuda_events), or the host clock on "
         "--device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% interval.",
@@ -183,3 +191,30 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
             out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`){message}")
         out.append("")
     return "\n".join(out)
+
+
+PASS_AT_K = (1, 5, 10)
+
+
+def _candidates_section(run: RunResults, policy: GatePolicy) -> list[str]:
+    """pass@k and the best speedup per (set, problem), for sets that sample several
+    candidates per problem (model evaluations); empty when every problem has one."""
+    groups: dict[tuple[str, str], list] = {}
+    for r in run.results:
+        groups.setdefault((r.solution_set, r.problem), []).append(r)
+    if all(len(g) == 1 for g in groups.values()):
+        return []
+    passing = GatePolicy(fail_flags=policy.fail_flags)  # correct as in summary(): flags count, min_speedup not
+    rows = []
+    for (sset, problem), group in groups.items():  # run order: problems as discovered
+        correct = [r for r in group if verdict(r, passing).passed]
+        n, c = len(group), len(correct)
+        best = max((r.speedup for r in correct if r.speedup is not None), default=None)
+        rows.append([problem, sset, str(n), str(c)]
+                    + [f"{stats.pass_at_k(n, c, k):.1%}" if k <= n else "" for k in PASS_AT_K] + [_fmt(best, ".3f")])
+    header = ["problem", "set", "n", "correct"] + [f"pass@{k}" for k in PASS_AT_K] + ["best speedup (correct)"]
+    return [
+        "## Several candidates per problem", "", _md_table(header, rows), "",
+        "pass@k: chance that at least one of k candidates drawn from the n is correct, by the unbiased estimator "
+        "1 - C(n-c, k) / C(n, k); empty where k > n.", "",
+    ]

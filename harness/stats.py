@@ -66,3 +66,13 @@ def fast_p(correct_speedups: Iterable[float | None], total: int, p: float) -> fl
     # A correct task that was not timed (--no-timing) is still more than 0 times faster.
     hits = sum(1 for s in correct_speedups if (s > p if s is not None else p <= 0))
     return hits / total
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Chance that at least one of k candidates drawn without replacement from n, of
+    which c are correct, is correct: the unbiased estimator 1 - C(n-c, k) / C(n, k)
+    (Chen et al. 2021). math.comb is exact, and C(n-c, k) is 0 when fewer than k
+    candidates are wrong, so that case gives 1 without a special branch."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)

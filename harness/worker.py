@@ -212,7 +212,8 @@ class Worker:
 
         clock = timer.make_clock(self.device)
         cfg = timer.TimingConfig(**self.spec["timing"])
-        pair = timer.time_pair(ref_fn, sol_fn, clock, cfg)
+        baseline_fn = self._compiled_reference(inputs) if self.spec.get("compile_baseline") else None
+        pair = timer.time_pair(ref_fn, sol_fn, clock, cfg, baseline_fn)
         self.check_tampering("while being timed")
 
         # The output of a timed call must still be right (a candidate may behave
@@ -231,6 +232,28 @@ class Worker:
         except check.Mismatch as e:
             raise TaskFailed(Status.INCORRECT, f"output of a timed call: {e}")
         self.timing = self._summarize(pair, inputs, ref_out)
+
+    def _compiled_reference(self, inputs: list):
+        """The reference under torch.compile, compiled (and checked) before timing
+        so that compile time never lands in a sample. None, with a note, if it fails."""
+        phase = self.current
+        self.phase("compile")
+        try:
+            compiled = torch.compile(self.ref)
+            comp_in = check.clone_inputs(inputs)
+            with torch.no_grad():
+                check.compare_outputs(compiled(*comp_in), self.call_reference(check.clone_inputs(inputs)), None, 1e-4)
+        except Exception as e:  # noqa: BLE001 - a baseline that fails does not fail the task
+            self.notes.append(f"no torch.compile baseline: {load.last_line(e)[:200]}")
+            self.phase(phase)
+            return None
+        self.phase(phase)
+
+        def fn():
+            with torch.no_grad():
+                return compiled(*comp_in)
+
+        return fn
 
     def _summarize(self, pair: timer.PairResult, inputs: list, out: Any) -> Timing:
         ref_ms, sol_ms = stats.median(pair.ref.event_ms), stats.median(pair.sol.event_ms)
@@ -269,6 +292,8 @@ class Worker:
             event_overhead_ms=pair.event_overhead_ms,
             floor_ms=floor_ms,
             bytes_moved=nbytes,
+            compiled=side(pair.baseline) if pair.baseline else None,
+            speedup_vs_compiled=stats.median(pair.baseline.event_ms) / sol_ms if pair.baseline and sol_ms > 0 else None,
         )
 
 

@@ -100,6 +100,6 @@ def test_bad_fail_on_flag_exits_2_naming_it(results_json):
 
 
 def test_bad_format_is_a_usage_error(results_json):
-    res = invoke(str(results_json), "--format", "html")
+    res = invoke(str(results_json), "--format", "pdf")
     assert res.exit_code == 2
-    assert "html" in res.output
+    assert "pdf" in res.output

@@ -5,6 +5,7 @@ run below. After an intended change to a writer, rewrite them with
     KBENCH_UPDATE_GOLDEN=1 python -m pytest tests/test_report.py
 and read the diff before committing it.
 """
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -207,3 +208,66 @@ def test_load_results_gives_a_dataframe_per_task(written):
     assert df["status"].tolist().count("ok") == 5
     row = df[df["solution_path"] == "solutions/claude/level1/23_Softmax.py"].iloc[0]
     assert row["speedup"] == pytest.approx(1.8) and row["verdict"] == "pass" and row["samples"] == 40
+
+
+# ---- several candidates per problem: pass@k ----------------------------------------
+
+def test_pass_at_k_matches_counting_every_draw():
+    import itertools
+    import math
+
+    from harness.stats import pass_at_k
+
+    for n in range(1, 8):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                draws = list(itertools.combinations([True] * c + [False] * (n - c), k))
+                assert pass_at_k(n, c, k) == pytest.approx(sum(any(d) for d in draws) / len(draws)), (n, c, k)
+    assert pass_at_k(12, 3, 5) == pytest.approx(1 - math.comb(9, 5) / math.comb(12, 5))
+    assert pass_at_k(200, 1, 1) == pytest.approx(1 / 200) and pass_at_k(200, 0, 100) == 0.0
+
+
+@pytest.mark.parametrize("n,c,k", [(5, 6, 1), (5, -1, 1), (5, 2, 0), (5, 2, 6)])
+def test_pass_at_k_rejects_impossible_counts(n, c, k):
+    from harness.stats import pass_at_k
+
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+def candidates_run() -> RunResults:
+    """Set `model` samples 12 candidates for softmax (3 correct, one more that tampers)
+    and 4 for hinge (2 correct); set `team` has one kernel per problem."""
+    def cand(problem, i, speedup=None, status=Status.OK, flags=()):
+        if speedup is None:
+            r = TaskResult(problem=problem, solution_set="model", solution_path="", status=status, message="failed")
+        else:
+            r = _ok(problem, "model", 1.0, 1.0 / speedup, (speedup * 0.99, speedup * 1.01), flags=flags)
+        return dataclasses.replace(r, solution_path=f"solutions/model/{problem}/{i}.py")
+
+    softmax, hinge = "level1/23_Softmax", "level1/100_HingeLoss"
+    results = [cand(softmax, i, s) for i, s in enumerate((1.2, 0.8, 2.0))]
+    results += [cand(softmax, 3, 5.0, flags=[Flag.TAMPERING])]  # fastest, but no win
+    results += [cand(softmax, i, status=Status.INCORRECT) for i in range(4, 12)]
+    results += [_ok(softmax, "team", 8.64, 4.8, (1.78, 1.82))]  # a run orders tasks by problem, then set
+    results += [cand(hinge, 0, 0.5), cand(hinge, 1, 0.7), cand(hinge, 2, status=Status.BUILD_ERROR),
+                cand(hinge, 3, status=Status.TIMEOUT)]
+    return RunResults(golden_run().run, tuple(results))
+
+
+def test_several_candidates_section():
+    md = report.render_markdown(candidates_run(), GatePolicy())
+    section = md.split("## Several candidates per problem\n")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| level")]
+    assert rows == [
+        # pass@5 = 1 - C(9,5)/C(12,5) = 1 - 126/792; pass@10 = 1: fewer than 10 are wrong
+        "| level1/23_Softmax | model | 12 | 3 | 25.0% | 84.1% | 100.0% | 2.000 |",
+        "| level1/23_Softmax | team | 1 | 1 | 100.0% |  |  | 1.800 |",  # k > n: empty
+        "| level1/100_HingeLoss | model | 4 | 2 | 50.0% |  |  | 0.700 |",
+    ]
+    relaxed = report.render_markdown(candidates_run(), GatePolicy(fail_flags=frozenset()))
+    assert "| level1/23_Softmax | model | 12 | 4 | 33.3% |" in relaxed and "| 5.000 |" in relaxed  # tampering counts
+
+
+def test_no_candidates_section_with_one_candidate_per_problem():
+    assert "Several candidates" not in report.render_markdown(golden_run(), GatePolicy())

@@ -1,0 +1,143 @@
+"""Compare two runs task by task: what newly fails, what got fixed, what got
+faster or slower beyond the noise. The exit code is the verdict (as asv compare).
+
+A speedup change counts only when the two bootstrap 95% intervals do not overlap:
+a difference inside the noise of either run is "not significant", however large.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import pandas as pd
+
+from .gate import EXIT_GATE_FAILED, EXIT_OK, GatePolicy, verdict
+from .records import RunResults, TaskResult
+from .report import _md_table
+
+# Worst first: a reviewer reads the top of the table.
+MARKS = ("newly failing", "slower", "fixed", "faster", "not significant", "still failing", "untimed", "new", "removed")
+COLUMNS = ["mark", "problem", "set", "candidate", "base", "new", "change"]
+
+
+@dataclass(frozen=True)
+class Row:
+    problem: str
+    solution_set: str
+    candidate: str  # path inside the set folder: the same in both runs whatever their roots
+    base: TaskResult | None
+    new: TaskResult | None
+    mark: str
+    change: float | None  # new speedup / base speedup - 1
+    fails: bool  # counts against the exit code
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: tuple[Row, ...]
+    threshold: float
+    exit_code: int
+    devices: tuple[str, str]
+
+
+def candidate_path(r: TaskResult) -> str:
+    """The solution path below its set folder. Two runs of one checkout from different
+    places (a CI workspace, a laptop) store different absolute paths for the same file."""
+    parts = PurePath(r.solution_path).parts
+    inside = [i for i, p in enumerate(parts[:-1]) if p == r.solution_set]
+    return "/".join(parts[inside[-1] + 1:]) if inside else parts[-1]
+
+
+def _pair(base: RunResults, new: RunResults) -> list[tuple[TaskResult | None, TaskResult | None]]:
+    """Match by solution_path, then what is left by (problem, set, path inside the set)."""
+    new_by_path = {r.solution_path: r for r in new.results}
+    pairs, left_base = [], []
+    for b in base.results:
+        n = new_by_path.pop(b.solution_path, None)
+        if n is None:
+            left_base.append(b)
+        else:
+            pairs.append((b, n))
+    rootless = {(r.problem, r.solution_set, candidate_path(r)): r for r in new_by_path.values()}
+    for b in left_base:
+        pairs.append((b, rootless.pop((b.problem, b.solution_set, candidate_path(b)), None)))
+    pairs += [(None, n) for n in rootless.values()]
+    return pairs
+
+
+def _mark(b: TaskResult | None, n: TaskResult | None, policy: GatePolicy, threshold: float) -> tuple[str, float | None, bool]:
+    if b is None:
+        return "new", None, False
+    if n is None:
+        return "removed", None, False
+    b_ok, n_ok = verdict(b, policy).passed, verdict(n, policy).passed
+    if b_ok != n_ok:
+        return ("fixed", None, False) if n_ok else ("newly failing", None, True)
+    if not b_ok:
+        return "still failing", None, False
+    if b.speedup is None or n.speedup is None or b.timing is None or n.timing is None:
+        return "untimed", None, False  # --no-timing on either side: nothing to compare
+    change = n.speedup / b.speedup - 1
+    (b_lo, b_hi), (n_lo, n_hi) = b.timing.speedup_ci, n.timing.speedup_ci
+    if n_lo > b_hi:
+        return "faster", change, False
+    if n_hi < b_lo:
+        return "slower", change, -change > threshold
+    return "not significant", change, False
+
+
+def compare(base: RunResults, new: RunResults, policy: GatePolicy, threshold: float = 0.05) -> Comparison:
+    rows = []
+    for b, n in _pair(base, new):
+        r = n or b
+        mark, change, fails = _mark(b, n, policy, threshold)
+        rows.append(Row(r.problem, r.solution_set, candidate_path(r), b, n, mark, change, fails))
+    rows.sort(key=lambda row: MARKS.index(row.mark))  # stable: run order within a mark
+    code = EXIT_GATE_FAILED if any(row.fails for row in rows) else EXIT_OK
+    return Comparison(tuple(rows), threshold, code, (base.run.device, new.run.device))
+
+
+def _side(r: TaskResult | None, policy: GatePolicy) -> str:
+    if r is None:
+        return ""
+    v = verdict(r, policy)
+    if not v.passed:
+        return "; ".join(v.reasons)
+    if r.speedup is None or r.timing is None:
+        return "pass (untimed)"
+    lo, hi = r.timing.speedup_ci
+    return f"{r.speedup:.3f}x [{lo:.3f}, {hi:.3f}]"
+
+
+def table(cmp: Comparison, policy: GatePolicy) -> pd.DataFrame:
+    rows = [
+        {
+            "mark": row.mark + (" (beyond threshold)" if row.fails and row.mark == "slower" else ""),
+            "problem": row.problem, "set": row.solution_set, "candidate": row.candidate,
+            "base": _side(row.base, policy), "new": _side(row.new, policy),
+            "change": "" if row.change is None else f"{row.change:+.1%}",
+        }
+        for row in cmp.rows
+    ]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def render_markdown(cmp: Comparison, policy: GatePolicy) -> str:
+    rows = [list(rec) for rec in table(cmp, policy).itertuples(index=False)]
+    return _md_table(COLUMNS, rows) + "\n"  # report.md's table writer: the same escaping of | and newlines
+
+
+def render_csv(cmp: Comparison, policy: GatePolicy) -> str:
+    return table(cmp, policy).to_csv(index=False)
+
+
+def summary_line(cmp: Comparison) -> str:
+    counts = {m: sum(1 for r in cmp.rows if r.mark == m) for m in MARKS}
+    parts = [f"{v} {m}" for m, v in counts.items() if v]
+    beyond = sum(1 for r in cmp.rows if r.mark == "slower" and r.fails)
+    if counts["slower"]:
+        parts.append(f"{beyond} slower by more than {cmp.threshold * 100:g}%")
+    text = f"compare: {len(cmp.rows)} tasks: " + (", ".join(parts) or "none") + f"; exit {cmp.exit_code}"
+    if cmp.devices[0] != cmp.devices[1]:
+        text += f" (BASE ran on {cmp.devices[0]}, NEW on {cmp.devices[1]}: speedups may not carry across devices)"
+    return text

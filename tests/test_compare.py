@@ -1,0 +1,186 @@
+"""`kbench compare BASE NEW`: a mark per task, a table on stdout, a summary line on
+stderr, and an exit code that is the verdict."""
+import dataclasses
+import io
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import cli
+from harness import compare, report
+from harness.gate import GatePolicy
+from harness.records import RunResults, Status, TaskResult
+from test_report import _ok, check_golden, golden_run
+
+
+def at(r: TaskResult, root: str) -> TaskResult:
+    return dataclasses.replace(r, solution_path=f"{root}/{r.solution_path}")
+
+
+def failed(r: TaskResult, status: Status, message: str) -> TaskResult:
+    return dataclasses.replace(r, status=status, message=message, speedup=None, ref_ms=None, sol_ms=None, timing=None)
+
+
+def base_and_new() -> tuple[RunResults, RunResults]:
+    """The report's golden run as BASE (ran in a CI workspace), and a NEW run from a
+    checkout elsewhere in which every mark occurs once."""
+    base = golden_run()
+    g = {(r.problem, r.solution_set): r for r in base.results}
+    square, add, mul = (_ok(f"level1/{p}", "claude", 1.0, 1.0, (0.99, 1.01)) for p in ("1_Square", "2_Add", "3_Mul"))
+    base = RunResults(base.run, tuple(at(r, "/ci/ws") for r in base.results + (square, add, mul)))
+    new = (
+        _ok("level1/23_Softmax", "claude", 8.64, 5.4, (1.58, 1.62)),  # 1.8 -> 1.6: slower by 11%
+        _ok("level1/23_Softmax", "gpt", 8.64, 9.1, (0.90, 1.00)),  # intervals overlap: not significant
+        dataclasses.replace(g["level1/95_CrossEntropyLoss", "claude"], flags=()),  # no longer below the floor: fixed
+        g["level1/95_CrossEntropyLoss", "gpt"],  # incorrect again: still failing
+        # 98_KLDivLoss/gpt gone: removed
+        g["level1/100_HingeLoss", "claude"],  # untimed on both sides
+        _ok("level1/100_HingeLoss", "gpt", 10.54, 5.27, (1.9, 2.1)),  # was a timeout: fixed
+        g["level2/1_Conv2d_ReLU_BiasAdd", "gpt"],  # tampering again: still failing
+        _ok("level1/98_KLDivLoss", "claude", 3.92, 0.8, (4.8, 5.0)),  # new
+        failed(square, Status.RUNTIME_ERROR, "CUDA error: an illegal memory access was encountered"),  # newly failing
+        _ok("level1/2_Add", "claude", 1.0, 0.66, (1.45, 1.55)),  # faster
+        _ok("level1/3_Mul", "claude", 1.0, 1.03, (0.96, 0.98)),  # slower by 3%: within the threshold
+    )
+    return base, RunResults(dataclasses.replace(golden_run().run, run_id="new"), new)
+
+
+def marks(cmp: compare.Comparison) -> dict[tuple[str, str], str]:
+    return {(r.problem, r.solution_set): r.mark for r in cmp.rows}
+
+
+def test_every_mark():
+    cmp = compare.compare(*base_and_new(), GatePolicy())
+    assert marks(cmp) == {
+        ("level1/23_Softmax", "claude"): "slower",
+        ("level1/23_Softmax", "gpt"): "not significant",
+        ("level1/95_CrossEntropyLoss", "claude"): "fixed",
+        ("level1/95_CrossEntropyLoss", "gpt"): "still failing",
+        ("level1/98_KLDivLoss", "gpt"): "removed",
+        ("level1/100_HingeLoss", "claude"): "untimed",
+        ("level1/100_HingeLoss", "gpt"): "fixed",
+        ("level2/1_Conv2d_ReLU_BiasAdd", "gpt"): "still failing",
+        ("level1/98_KLDivLoss", "claude"): "new",
+        ("level1/1_Square", "claude"): "newly failing",
+        ("level1/2_Add", "claude"): "faster",
+        ("level1/3_Mul", "claude"): "slower",
+    }
+    assert [r.mark for r in cmp.rows][:3] == ["newly failing", "slower", "slower"]  # worst first
+    fails = {(r.problem, r.solution_set) for r in cmp.rows if r.fails}
+    assert fails == {("level1/1_Square", "claude"), ("level1/23_Softmax", "claude")}  # 3_Mul is 3% < 5%
+    assert cmp.exit_code == 1
+
+
+def test_golden_markdown():
+    base, new = base_and_new()
+    check_golden("compare.md", compare.render_markdown(compare.compare(base, new, GatePolicy()), GatePolicy()))
+
+
+def test_a_run_against_itself_changes_nothing():
+    base, _ = base_and_new()
+    cmp = compare.compare(base, base, GatePolicy())
+    assert set(marks(cmp).values()) == {"not significant", "still failing", "untimed"}
+    assert cmp.exit_code == 0 and all(r.change in (None, 0.0) for r in cmp.rows)
+
+
+def test_paths_match_exactly_before_ignoring_the_root():
+    """Two candidates of one problem in one set must not be paired crosswise."""
+    a = _ok("level1/23_Softmax", "m", 1.0, 1.0, (0.99, 1.01))
+    b = _ok("level1/23_Softmax", "m", 1.0, 0.5, (1.9, 2.1))
+    a = dataclasses.replace(a, solution_path="/x/solutions/m/level1/23_Softmax/a.py")
+    b = dataclasses.replace(b, solution_path="/x/solutions/m/level1/23_Softmax/b.py")
+    run = RunResults(golden_run().run, (a, b))
+    moved = RunResults(run.run, (dataclasses.replace(b, solution_path="/y/solutions/m/level1/23_Softmax/b.py"),
+                                 dataclasses.replace(a, solution_path="/y/solutions/m/level1/23_Softmax/a.py")))
+    cmp = compare.compare(run, moved, GatePolicy())
+    assert {r.candidate: r.mark for r in cmp.rows} == {"level1/23_Softmax/a.py": "not significant",
+                                                       "level1/23_Softmax/b.py": "not significant"}
+
+
+def test_threshold_is_a_fraction_of_the_base_speedup():
+    base, new = base_and_new()
+    rows = {(r.problem, r.solution_set): r for r in compare.compare(base, new, GatePolicy(), threshold=0.2).rows}
+    softmax = rows["level1/23_Softmax", "claude"]
+    assert softmax.mark == "slower" and not softmax.fails  # 11% < 20%
+    assert softmax.change == pytest.approx(1.6 / 1.8 - 1)
+    assert compare.compare(base, new, GatePolicy(), threshold=0.2).exit_code == 1  # 1_Square still newly fails
+    rows = {(r.problem, r.solution_set): r for r in compare.compare(base, new, GatePolicy(), threshold=0.02).rows}
+    assert rows["level1/3_Mul", "claude"].fails  # 3% > 2%
+
+
+def test_fail_on_applies_to_both_runs():
+    base, new = base_and_new()
+    relaxed = marks(compare.compare(base, new, GatePolicy(fail_flags=frozenset())))
+    # below_roofline no longer fails: it passed in BASE too, and its speedup did not move
+    assert relaxed["level1/95_CrossEntropyLoss", "claude"] == "not significant"
+    assert relaxed["level2/1_Conv2d_ReLU_BiasAdd", "gpt"] == "not significant"
+
+
+def test_summary_line_counts_and_names_the_exit():
+    base, new = base_and_new()
+    line = compare.summary_line(compare.compare(base, new, GatePolicy()))
+    assert line.startswith("compare: 12 tasks: 1 newly failing, 2 slower, 2 fixed, 1 faster, 1 not significant, "
+                           "2 still failing, 1 untimed, 1 new, 1 removed, ")
+    assert "1 slower by more than 5%" in line and line.endswith("exit 1")
+    other = RunResults(dataclasses.replace(new.run, device="NVIDIA A100"), new.results)
+    assert "BASE ran on NVIDIA H100 80GB HBM3, NEW on NVIDIA A100" in compare.summary_line(
+        compare.compare(base, other, GatePolicy()))
+
+
+# ---- the command ------------------------------------------------------------------
+
+@pytest.fixture
+def files(tmp_path):
+    base, new = base_and_new()
+    report.write_json(base, tmp_path / "base" / "results.json")
+    report.write_json(new, tmp_path / "new" / "results.json")
+    return tmp_path / "base" / "results.json", tmp_path / "new"
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli.main, ["compare", *map(str, args)])
+
+
+def test_cli_prints_the_table_and_exits_1(files):
+    res = invoke(*files)
+    assert res.exit_code == 1, res.output
+    base, new = base_and_new()
+    assert res.stdout == compare.render_markdown(compare.compare(base, new, GatePolicy()), GatePolicy())
+    assert res.stderr.strip().startswith("compare: 12 tasks") and res.stderr.strip().endswith("exit 1")
+
+
+def test_cli_csv(files):
+    res = invoke(*files, "--format", "csv")
+    df = pd.read_csv(io.StringIO(res.stdout), keep_default_na=False)
+    assert df.columns.tolist() == compare.COLUMNS and len(df) == 12
+    assert df[df["problem"] == "level1/1_Square"].iloc[0]["mark"] == "newly failing"
+
+
+def test_cli_exits_0_when_nothing_got_worse(files, tmp_path):
+    base_path, _ = files
+    assert invoke(base_path, base_path).exit_code == 0
+    base, new = base_and_new()
+    better = RunResults(new.run, tuple(r for r in new.results if r.problem not in ("level1/1_Square", "level1/23_Softmax")))
+    report.write_json(better, tmp_path / "better.json")
+    assert invoke(base_path, tmp_path / "better.json").exit_code == 0
+
+
+def test_cli_threshold(files, tmp_path):
+    base, new = base_and_new()
+    only_slower = RunResults(new.run, tuple(r for r in new.results if r.problem != "level1/1_Square"))
+    report.write_json(only_slower, tmp_path / "slower.json")
+    assert invoke(files[0], tmp_path / "slower.json").exit_code == 1  # softmax/claude 11% slower > 5%
+    assert invoke(files[0], tmp_path / "slower.json", "--threshold", "0.2").exit_code == 0
+    assert invoke(*files, "--threshold", "0.5").exit_code == 1  # a newly failing task fails at any threshold
+
+
+@pytest.mark.parametrize("args", [["--threshold", "-0.1"], ["--threshold", "x"], ["--format", "html"]])
+def test_cli_bad_options_exit_2(files, args):
+    assert invoke(*files, *args).exit_code == 2
+
+
+def test_cli_missing_file_exits_2_with_one_line(files, tmp_path):
+    res = invoke(files[0], tmp_path / "nope.json")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.startswith("error: no results file") and str(tmp_path / "nope.json") in res.stderr
