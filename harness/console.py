@@ -108,13 +108,22 @@ def print_discovery(found: Discovery) -> None:
     per_problem: dict[str, list[str]] = {}
     for t in found.tasks:
         per_problem.setdefault(t.problem, []).append(t.solution_set)
+    from .shapes import shape_of_file
+
     t = Table(title=f"{len(found.problems)} problems", title_justify="left")
-    t.add_column("problem")
-    t.add_column("solutions", justify="right")
-    t.add_column("sets")
+    for col, just in (("problem", "left"), ("inputs", "left"), ("outputs", "left"), ("in GB", "right"),
+                      ("out GB", "right"), ("GFLOP (mm/conv)", "right"), ("solutions", "right"), ("sets", "left")):
+        t.add_column(col, justify=just)
     for p in found.problems:
         sets = per_problem.get(p.name, [])
-        t.add_row(p.name, str(len(sets)), ", ".join(sorted(set(sets))))
+        shape = shape_of_file(p.path)
+        if isinstance(shape, str):
+            cells = [f"[red]{escape(shape[:80])}[/]", "", "", "", ""]
+        else:
+            flops = "?" if shape.flops is None else f"{shape.flops / 1e9:.1f}"
+            cells = [", ".join(shape.inputs), ", ".join(shape.outputs), f"{shape.input_bytes / 1e9:.3f}",
+                     f"{shape.output_bytes / 1e9:.3f}", flops]
+        t.add_row(p.name, *cells, str(len(sets)), ", ".join(sorted(set(sets))))
     out.print(t)
     s = Table(title=f"{len(found.sets)} solution sets, {len(found.tasks)} tasks", title_justify="left")
     s.add_column("set")

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from harness import timer  # noqa: E402  (must precede the solution import)
-from harness import check, guard, load, stats  # noqa: E402
+from harness import check, guard, load, shapes, stats  # noqa: E402
 from harness.records import Flag, SideTiming, Status, Timing, to_json_dict  # noqa: E402
 
 UNTIMED_FRACTION = 0.25  # wall time beyond the events, as a share of the event time,
@@ -102,6 +102,7 @@ class Worker:
             self.problem = load.load_problem(self.spec["problem_path"])
         except Exception as e:  # noqa: BLE001
             raise TaskFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: {load.last_line(e)}")
+        self._refuse_if_too_big()
         self.phase("import")
         try:
             self.solution = load.load_solution(self.spec["solution_path"], self.device.type)
@@ -135,6 +136,23 @@ class Worker:
                 raise TaskFailed(Status.LOAD_ERROR, f"ModelNew(*get_init_inputs()) raised: {load.last_line(e)}")
         self._share_weights()
         self.check_tampering("in the constructor")
+
+    def _refuse_if_too_big(self) -> None:
+        """Refuse before allocating anything when the checks cannot fit on this GPU."""
+        if self.device.type != "cuda":
+            return
+        try:
+            shape = shapes.problem_shape(self.problem)
+        except Exception:  # noqa: BLE001 - no meta kernel: no estimate, run and see
+            return
+        total = torch.cuda.get_device_properties(self.device).total_memory
+        if shape.task_bytes > 0.95 * total:
+            raise TaskFailed(
+                Status.SKIPPED,
+                f"needs about {shape.task_bytes / 1e9:.1f} GB of GPU memory ({shapes.INPUT_COPIES} x "
+                f"{shape.input_bytes / 1e9:.2f} GB of inputs + {shapes.OUTPUT_COPIES} x {shape.output_bytes / 1e9:.2f} GB "
+                f"of outputs) and the GPU has {total / 1e9:.1f} GB; run it on a larger GPU or shrink the problem",
+            )
 
     def _share_weights(self) -> None:
         """Same parameters on both sides where the names and shapes agree, so that a

@@ -28,8 +28,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def kbench_cache(tmp_path_factory) -> Path:
-    """One build cache for every CLI run in the session: each C++ fixture builds once."""
-    return tmp_path_factory.mktemp("kbench-cache")
+    """One build cache for every CLI run in the session: each C++ fixture builds once.
+    An explicit KBENCH_CACHE is used as is, so builds made by earlier runs are reused."""
+    import os
+
+    return Path(os.environ["KBENCH_CACHE"]) if os.environ.get("KBENCH_CACHE") else tmp_path_factory.mktemp("kbench-cache")
 
 
 @pytest.fixture(scope="session")

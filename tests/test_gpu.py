@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 def faults_run(run_cli, tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu") / "faults"
     proc = run_cli("run", "--solutions", str(ROOT / "tests" / "fixtures" / "gpu" / "solutions"), "--out", str(out),
-                   "--timeout", "120", "--time-budget", "3")
+                   "--timeout", "45", "--time-budget", "2")
     return proc, out
 
 

@@ -1,0 +1,78 @@
+"""What a problem moves and computes, found on torch's meta device: shapes and
+dtypes, bytes in and out, FLOPs. No memory is allocated and nothing runs on a
+device, so `kbench list` can describe a 12 GB problem on a laptop, and a task
+can be refused before it runs out of GPU memory halfway through."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import load
+
+# Peak device memory of a task, in units of the problem's input and output bytes:
+# pristine inputs + the candidate's clone + the reference's clone, and both outputs.
+# The float64 reference falls back to the CPU when the GPU has no room, so it is not counted.
+INPUT_COPIES, OUTPUT_COPIES = 3, 2
+
+
+@dataclass(frozen=True)
+class ProblemShape:
+    inputs: tuple[str, ...]  # "float32[4096, 393216]", "int64[32768]", "3"
+    outputs: tuple[str, ...]
+    input_bytes: int
+    output_bytes: int
+    flops: int | None  # None when torch's counter does not know an operator
+
+    @property
+    def task_bytes(self) -> int:
+        """Device memory a task needs at its peak, roughly."""
+        return INPUT_COPIES * self.input_bytes + OUTPUT_COPIES * self.output_bytes
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
+    return repr(x)
+
+
+def _bytes(xs) -> int:
+    return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
+
+
+def _flatten(out) -> list:
+    if isinstance(out, (tuple, list)):
+        return [y for x in out for y in _flatten(x)]
+    return [out]
+
+
+def problem_shape(module) -> ProblemShape:
+    """Run the problem's Model on meta tensors (raises if an operator has no meta kernel)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        inputs = list(module.get_inputs())
+        model = module.Model(*module.get_init_inputs())
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            out = _flatten(model(*inputs))
+    try:
+        flops = int(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - an operator the counter cannot count
+        flops = None
+    return ProblemShape(
+        inputs=tuple(_describe(x) for x in inputs),
+        outputs=tuple(_describe(x) for x in out),
+        input_bytes=_bytes(inputs),
+        output_bytes=_bytes(out),
+        flops=flops,
+    )
+
+
+def shape_of_file(path: str) -> ProblemShape | str:
+    """The shape of a problem file, or one line saying why it cannot be had."""
+    try:
+        return problem_shape(load.load_problem(path))
+    except Exception as e:  # noqa: BLE001 - a broken problem file is reported, not fatal
+        return load.last_line(e)
