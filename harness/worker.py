@@ -96,6 +96,11 @@ class Worker:
     # -- stages ---------------------------------------------------------------
     def load(self) -> None:
         self.phase("load")
+        # True fp32 for everyone unless a solution asks otherwise: torch's default lets
+        # cuDNN convolutions use TF32 (~3e-4 relative), which would fail even the
+        # reference run as its own solution.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         self.hooks = load.install_build_hooks(self.device.type)
         self.snapshot = guard.snapshot()
         try:
