@@ -15,7 +15,8 @@ from .records import RunResults, Status, UserError, results_from_json, to_json_d
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 CSV_COLUMNS = [
     "problem", "solution_set", "solution_path", "status", "verdict", "flags", "ref_ms", "sol_ms", "speedup",
-    "speedup_ci_low", "speedup_ci_high", "compiled_ms", "speedup_vs_compiled", "floor_ms", "ref_iqr_ms", "sol_iqr_ms",
+    "speedup_ci_low", "speedup_ci_high", "compiled_ms", "speedup_vs_compiled", "floor_ms", "achieved_gbs", "pct_of_floor",
+    "ref_iqr_ms", "sol_iqr_ms",
     "samples", "clock", "rel_l2_err_fp64",
     "seconds", "message",
 ]
@@ -63,6 +64,9 @@ def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
                 "compiled_ms": t.compiled.median_ms if t and t.compiled else None,
                 "speedup_vs_compiled": t.speedup_vs_compiled if t and r.speedup is not None else None,
                 "floor_ms": t.floor_ms if t else None,
+                # bytes that must move over the solution's time, and the floor as a share of that time
+                "achieved_gbs": t.bytes_moved / (t.sol.median_ms * 1e6) if t and t.bytes_moved and t.sol.median_ms else None,
+                "pct_of_floor": 100 * t.floor_ms / t.sol.median_ms if t and t.floor_ms and t.sol.median_ms else None,
                 "ref_iqr_ms": t.ref.iqr_ms if t else None,
                 "sol_iqr_ms": t.sol.iqr_ms if t else None,
                 "samples": t.sol.n if t else None,
@@ -123,6 +127,15 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _overhead_line(run: RunResults) -> str:
+    """The measured cost of an empty event pair: times near it are dominated by the clock."""
+    costs = [r.timing.event_overhead_ms for r in run.results if r.timing and r.timing.event_overhead_ms is not None]
+    if not costs:
+        return ""
+    return (f" An empty timed call costs {stats.median(costs) * 1e3:.1f} us on this clock (median over tasks); "
+            "floor = (input + output bytes) / the device's measured copy bandwidth.")
+
+
 def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     info, s = run.run, summary(run, policy)
     df = table(run, policy)
@@ -161,12 +174,15 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         out += ["## Per solution set", "", _md_table(["set", "tasks", "ok", "fast_1", "geomean speedup"], rows), ""]
     out += _candidates_section(run, policy)
     compiled = bool(len(df)) and df["compiled_ms"].notna().any()  # --compile-baseline columns
+    roofline = bool(len(df)) and df["floor_ms"].notna().any()  # GPU runs with a measured bandwidth
     rows = []
     for r in df.to_dict("records"):
         lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
         ci = f"{_fmt(lo, '.3f')}-{_fmt(hi, '.3f')}" if _fmt(lo, ".3f") else ""
         row = [r["problem"], r["solution_set"], r["status"], r["flags"].replace(";", ", "), _fmt(r["ref_ms"], ".4f"),
                _fmt(r["sol_ms"], ".4f"), _fmt(r["speedup"], ".3f"), ci, r["verdict"]]
+        if roofline:
+            row[7:7] = [_fmt(r["floor_ms"], ".4f"), _fmt(r["pct_of_floor"], ".0f"), _fmt(r["achieved_gbs"], ".0f")]
         if compiled:
             row[7:7] = [_fmt(r["compiled_ms"], ".4f"), _fmt(r["speedup_vs_compiled"], ".3f")]
         rows.append(row)
@@ -174,10 +190,12 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "## Results",
         "",
         _md_table(["problem", "set", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "verdict"][:7]
-                  + (["compiled ms", "vs compiled"] if compiled else []) + ["95% CI", "verdict"], rows),
+                  + (["compiled ms", "vs compiled"] if compiled else [])
+                  + (["floor ms", "% of floor", "GB/s"] if roofline else []) + ["95% CI", "verdict"], rows),
         "",
         "Times are medians in ms: CUDA events with L2 flushed before every call (cuda_events), or the host clock on "
-        "--device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% interval.",
+        "--device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% interval."
+        + _overhead_line(run),
         "",
     ]
     if info.unmatched:

@@ -40,6 +40,9 @@ def _timing(ref_ms: float, sol_ms: float, ci: tuple[float, float], n: int = 40) 
         speedup_ci=ci,
         clock="cuda_events",
         stop_reason="converged",
+        event_overhead_ms=0.002,
+        floor_ms=sol_ms * 0.9,  # 90% of floor
+        bytes_moved=int(sol_ms * 0.9 * 3e9),  # at 3000 GB/s: 2700 GB/s achieved
     )
 
 
@@ -125,6 +128,8 @@ def test_report_md_says_what_a_reader_needs(written):
     assert "| fast_1 | 12.5% |" in md  # only softmax/claude at 1.8x
     assert "| geomean speedup (correct tasks) | 1.273x (n=2) |" in md  # sqrt(1.8 * 0.9)
     assert "output shape [1] vs reference [] | trial 1" in md  # failure list keeps the message whole
+    assert "| floor ms | % of floor | GB/s |" in md and "| 90 | 2700 |" in md  # roofline columns
+    assert "An empty timed call costs 2.0 us" in md
     assert "vs reference [] \\| trial 1" not in md.split("## Failures and flags")[0]  # not in a table at all
     # a flag on a correct task has no message: no dangling colon
     assert "(`solutions/gpt/level1/23_Softmax.py`)\n" in md
