@@ -157,6 +157,28 @@ def child_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]:
+    """Status and message for an exception raised while importing a solution.
+    The build process and the worker both import it and must judge alike."""
+    from . import load
+
+    if isinstance(exc, load.NeedsCuda):
+        return Status.SKIPPED, str(exc)
+    if isinstance(exc, load.LoadError):
+        return Status.LOAD_ERROR, str(exc)
+    if isinstance(exc, SystemExit):
+        return Status.LOAD_ERROR, f"the solution called sys.exit({exc.code!r}) at import"
+    if hooks.failures:
+        lines = first_error_lines(hooks.failures[-1]) or [load.last_line(exc)]
+        return Status.BUILD_ERROR, " | ".join(lines)
+    if device == "cpu" and load.is_missing_cuda(exc):
+        return Status.SKIPPED, f"needs CUDA: {load.last_line(exc)}"
+    import traceback
+
+    traceback.print_exception(exc)  # into the task's log
+    return Status.LOAD_ERROR, f"at import: {load.last_line(exc)}"
+
+
 # ---- child side -------------------------------------------------------------
 
 def _child(spec_path: str) -> None:
@@ -167,24 +189,11 @@ def _child(spec_path: str) -> None:
     try:
         load.load_solution(spec["solution_path"], spec["device"])
         data = {"status": "ok", "message": ""}
-    except load.NeedsCuda as e:
-        data = {"status": Status.SKIPPED.value, "message": str(e)}
-    except load.LoadError as e:
-        data = {"status": Status.LOAD_ERROR.value, "message": str(e)}
-    except SystemExit as e:
-        data = {"status": Status.LOAD_ERROR.value, "message": f"the solution called sys.exit({e.code!r}) at import"}
-    except BaseException as e:  # noqa: BLE001 - a solution may raise anything
+    except BaseException as e:  # noqa: BLE001 - a solution may raise anything, SystemExit included
         if hooks.failures:
             print(hooks.failures[-1])  # the full compiler output, into the log
-            lines = first_error_lines(hooks.failures[-1]) or [load.last_line(e)]
-            data = {"status": Status.BUILD_ERROR.value, "message": " | ".join(lines)}
-        elif spec["device"] == "cpu" and load.is_missing_cuda(e):
-            data = {"status": Status.SKIPPED.value, "message": f"needs CUDA: {load.last_line(e)}"}
-        else:
-            import traceback
-
-            traceback.print_exc()
-            data = {"status": Status.LOAD_ERROR.value, "message": f"at import: {load.last_line(e)}"}
+        status, message = import_failure(e, hooks, spec["device"])
+        data = {"status": status.value, "message": message}
     tmp = Path(spec["out"]).with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, spec["out"])

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from harness import timer  # noqa: E402  (must precede the solution import)
-from harness import check, guard, load, shapes, stats  # noqa: E402
+from harness import build, check, guard, load, shapes, stats  # noqa: E402
 from harness.records import Flag, SideTiming, Status, Timing, to_json_dict  # noqa: E402
 
 UNTIMED_FRACTION = 0.25  # wall time beyond the events, as a share of the event time,
@@ -111,19 +111,8 @@ class Worker:
         self.phase("import")
         try:
             self.solution = load.load_solution(self.spec["solution_path"], self.device.type)
-        except load.NeedsCuda as e:
-            raise TaskFailed(Status.SKIPPED, str(e))
-        except load.LoadError as e:
-            raise TaskFailed(Status.LOAD_ERROR, str(e))
-        except SystemExit as e:
-            raise TaskFailed(Status.LOAD_ERROR, f"the solution called sys.exit({e.code!r}) at import")
-        except Exception as e:  # noqa: BLE001
-            if self.hooks.failures:
-                lines = __import__("harness.build", fromlist=["x"]).first_error_lines(self.hooks.failures[-1])
-                raise TaskFailed(Status.BUILD_ERROR, " | ".join(lines) or load.last_line(e))
-            if self.device.type == "cpu" and load.is_missing_cuda(e):
-                raise TaskFailed(Status.SKIPPED, f"needs CUDA: {load.last_line(e)}")
-            raise TaskFailed(Status.LOAD_ERROR, f"at import: {load.last_line(e)}")
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a solution may raise anything
+            raise TaskFailed(*build.import_failure(e, self.hooks, self.device.type))
         self.check_tampering("at import")
         self.phase("construct")
         seed = self.spec["seed"]
