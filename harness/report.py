@@ -79,14 +79,19 @@ def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CSV_COLUMNS)
 
 
+def is_correct(r, policy: GatePolicy) -> bool:
+    """Correct for fast_p, geomean and pass@k: ok, and no flag the policy fails on.
+    --min-speedup is a gate rule, not correctness, so it does not count here."""
+    return verdict(r, GatePolicy(fail_flags=policy.fail_flags)).passed
+
+
 def summary(run: RunResults, policy: GatePolicy) -> dict:
     """Counts per status, fast_p and the geometric-mean speedup. A task counts as
     correct only if it passes the gate's flag policy too: an `ok` that tampered
     with the timer or escaped it is not a win."""
     results = run.results
     counts = {s.value: sum(1 for r in results if r.status is s) for s in Status}
-    passing = GatePolicy(fail_flags=policy.fail_flags)  # min_speedup is a gate rule, not correctness
-    correct = [r.speedup for r in results if verdict(r, passing).passed]
+    correct = [r.speedup for r in results if is_correct(r, policy)]
     return {
         "tasks": len(results),
         "counts": counts,
@@ -168,7 +173,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         rows = []
         for name in sets:
             sub = [r for r in run.results if r.solution_set == name]
-            sp = [r.speedup for r in sub if verdict(r, GatePolicy(fail_flags=policy.fail_flags)).passed]
+            sp = [r.speedup for r in sub if is_correct(r, policy)]
             gm = stats.geomean(x for x in sp if x is not None)
             rows.append([name, str(len(sub)), str(len(sp)), f"{stats.fast_p(sp, len(sub), 1.0):.1%}", _fmt(gm, ".3f")])
         out += ["## Per solution set", "", _md_table(["set", "tasks", "ok", "fast_1", "geomean speedup"], rows), ""]
@@ -222,10 +227,9 @@ def _candidates_section(run: RunResults, policy: GatePolicy) -> list[str]:
         groups.setdefault((r.solution_set, r.problem), []).append(r)
     if all(len(g) == 1 for g in groups.values()):
         return []
-    passing = GatePolicy(fail_flags=policy.fail_flags)  # correct as in summary(): flags count, min_speedup not
     rows = []
     for (sset, problem), group in groups.items():  # run order: problems as discovered
-        correct = [r for r in group if verdict(r, passing).passed]
+        correct = [r for r in group if is_correct(r, policy)]
         n, c = len(group), len(correct)
         best = max((r.speedup for r in correct if r.speedup is not None), default=None)
         rows.append([problem, sset, str(n), str(c)]
