@@ -61,6 +61,9 @@ def _folder_options(f):
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference (faster; tolerances fall back to fixed floors).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--time-budget", type=float, default=10.0, show_default=True, help="Seconds of timing per task at most.")
+@click.option("--timing-mode", type=click.Choice(["auto", "events", "graph"]), default="auto", show_default=True,
+              help="How GPU calls are timed: CUDA events per call, or calls captured in a CUDA graph with events inside "
+                   "(no launch gaps); auto uses graphs when a side runs under 50 us.")
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
               help="Comma-separated flags that fail the gate, or 'none'.")
 @click.option("--min-speedup", type=float, help="Also fail the gate when a correct task is slower than this.")
@@ -74,7 +77,7 @@ def _folder_options(f):
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
               help="Also write JUnit XML (one testcase per task) to PATH, for CI test reporters.")
 def run(problems, solutions, problem_filters, set_filters, out, device, timeout, build_timeout, build_jobs, cache_dir,
-        no_cache, trials, seed, no_fp64, no_timing, time_budget, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
+        no_cache, trials, seed, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
         resume, junit_path) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
     from harness import pipeline
@@ -82,11 +85,13 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
     from harness.timer import TimingConfig
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
+    if timing_mode == "graph" and device == "cpu":
+        raise UserError("--timing-mode graph needs --device cuda: CUDA graphs do not exist on the CPU; use auto or events")
     cfg = pipeline.RunConfig(
         problems_dir=problems, solutions_dir=solutions, out_dir=out, device=device, timeout=timeout,
         build_timeout=build_timeout, build_jobs=build_jobs, use_cache=not no_cache,
         problem_filters=tuple(problem_filters), set_filters=tuple(set_filters), trials=trials, seed=seed,
-        fp64=not no_fp64, time=not no_timing, timing=TimingConfig(budget_s=time_budget), policy=policy, resume=resume,
+        fp64=not no_fp64, time=not no_timing, timing=TimingConfig(budget_s=time_budget, mode=timing_mode), policy=policy, resume=resume,
         gpus=_parse_gpus(gpus), compile_baseline=compile_baseline,
         **({"cache_dir": cache_dir} if cache_dir else {}),
     )

@@ -64,7 +64,8 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
     outcome = run_child(["-m", "harness.worker", str(spec_path)], log_path, cfg.timeout, env=env)
     phase = phase_path.read_text().strip() if phase_path.is_file() else "start"
-    seconds = built.seconds + (time.monotonic() - t0)
+    worker_seconds = time.monotonic() - t0
+    seconds = built.seconds + worker_seconds
 
     if outcome.timed_out:
         return TaskResult(
@@ -82,6 +83,8 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
     check = from_json_dict(CheckResult, data["check"]) if data.get("check") else None
     flags = tuple(Flag(f) for f in data["flags"])
     speedup = timing.speedup if timing else None
+    spent = data.get("spent", {})
+    not_overhead = spent.get("inputs", 0.0) + spent.get("timing", 0.0) + data.get("phase_seconds", {}).get("compile", 0.0)
     if Flag.UNTIMED_WORK in flags:
         speedup = None  # the events did not see all the work: no honest ratio exists
     message = data["message"]
@@ -100,6 +103,7 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
         check=check,
         timing=timing,
         phase_seconds=data.get("phase_seconds", {}),
+        overhead_seconds=round(worker_seconds - not_overhead, 3),
     )
 
 

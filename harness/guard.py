@@ -28,6 +28,9 @@ WATCHED = (
     "torch.cuda.current_stream",
     "torch.cuda.Stream",
     "torch._C._cuda_synchronize",
+    "torch.cuda.graph",
+    "torch.cuda.CUDAGraph",
+    "torch.cuda.CUDAGraph.replay",
     "torch.allclose",
     "torch.equal",
     "torch.isclose",
@@ -38,7 +41,7 @@ WATCHED = (
     "torch.Tensor.double",
     "torch.nn.Module.__call__",
 )
-HARNESS_MODULES = ("harness.timer", "harness.check", "harness.guard", "harness.worker", "harness.stats")
+HARNESS_MODULES = ("harness.timer", "harness.graph_clock", "harness.check", "harness.guard", "harness.worker", "harness.stats")
 
 
 def _resolve(dotted: str) -> Any:

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -148,10 +149,11 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         unmatched=tuple(f"{u.path}: {u.reason}" for u in found.unmatched),
     )
     results: dict[str, TaskResult] = dict(done)
+    build_stage: dict = {}
 
     def save(finished: bool = False) -> RunResults:
         ordered = tuple(results[t.key] for t in found.tasks if t.key in results)
-        rr = RunResults(replace(info, finished=_now() if finished else None), ordered)
+        rr = RunResults(replace(info, finished=_now() if finished else None, **build_stage), ordered)
         report.write_all(rr, out_dir, cfg.policy)
         return rr
 
@@ -177,7 +179,10 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         reporter.build_done(task, result)
 
     reporter.build_started(len(todo))
+    t0 = time.monotonic()
     built = build.build_all(todo, build_cfg, on_built) if todo else {}
+    build_stage.update(build_seconds=round(time.monotonic() - t0, 3),
+                       builds_cached=sum(1 for b in built.values() if b.cached))
 
     work = Path(tempfile.mkdtemp(prefix="kbench-"))
     lock = threading.Lock()

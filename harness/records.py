@@ -130,6 +130,9 @@ class TaskResult:
     timing: Optional[Timing] = None
     fingerprint: str = ""  # hash of solution, problem and options, for --resume
     phase_seconds: dict[str, float] = field(default_factory=dict)  # worker time per phase
+    # The harness's own cost: the worker's wall time (process start included) less
+    # making inputs, timing and torch.compile. Builds are in `seconds`, not here.
+    overhead_seconds: Optional[float] = None
 
     @property
     def key(self) -> str:
@@ -147,6 +150,8 @@ class RunInfo:
     started: str = ""
     finished: Optional[str] = None  # None while the run is in progress or was cut short
     unmatched: tuple[str, ...] = ()  # "path: reason" for solution files that match no problem
+    build_seconds: Optional[float] = None  # wall time of the build stage (all builds, in parallel)
+    builds_cached: Optional[int] = None  # of those, how many were found in the cache
 
 
 @dataclass(frozen=True)

@@ -133,11 +133,15 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _overhead_line(run: RunResults) -> str:
-    """The measured cost of an empty event pair: times near it are dominated by the clock."""
-    costs = [r.timing.event_overhead_ms for r in run.results if r.timing and r.timing.event_overhead_ms is not None]
+    """The measured cost of an empty timed call, per clock: times near it are dominated by the clock."""
+    costs: dict[str, list[float]] = {}
+    for r in run.results:
+        if r.timing and r.timing.event_overhead_ms is not None:
+            costs.setdefault(r.timing.clock, []).append(r.timing.event_overhead_ms)
     if not costs:
         return ""
-    return (f" An empty timed call costs {stats.median(costs) * 1e3:.1f} us on this clock (median over tasks); "
+    each = ", ".join(f"{stats.median(v) * 1e3:.1f} us ({k})" for k, v in costs.items())
+    return (f" An empty timed call costs {each} (median over tasks); "
             "floor = (input + output bytes) / the device's measured copy bandwidth.")
 
 
@@ -151,6 +155,8 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "",
         f"- device: {info.device}; torch {info.torch_version}{cuda}; kbench {info.kbench_version}",
         f"- started {info.started}; {state}",
+        *([f"- build stage: {info.build_seconds:.1f} s wall, {info.builds_cached} of the builds from the cache"]
+          if info.build_seconds is not None else []),
         f"- options: {', '.join(f'{k}={v}' for k, v in sorted(info.options.items()))}",
         "",
         "## Summary",
@@ -180,6 +186,8 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     out += _candidates_section(run, policy)
     compiled = bool(len(df)) and df["compiled_ms"].notna().any()  # --compile-baseline columns
     roofline = bool(len(df)) and df["floor_ms"].notna().any()  # GPU runs with a measured bandwidth
+    clocks = df["clock"].dropna().value_counts() if len(df) else pd.Series(dtype=int)
+    by_clock = len(clocks) > 1  # say per task which clock timed it when they differ
     rows = []
     for r in df.to_dict("records"):
         lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
@@ -190,16 +198,21 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
             row[7:7] = [_fmt(r["floor_ms"], ".4f"), _fmt(r["pct_of_floor"], ".0f"), _fmt(r["achieved_gbs"], ".0f")]
         if compiled:
             row[7:7] = [_fmt(r["compiled_ms"], ".4f"), _fmt(r["speedup_vs_compiled"], ".3f")]
+        if by_clock:
+            row.insert(-1, r["clock"] if isinstance(r["clock"], str) else "")
         rows.append(row)
     out += [
         "## Results",
         "",
         _md_table(["problem", "set", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "verdict"][:7]
                   + (["compiled ms", "vs compiled"] if compiled else [])
-                  + (["floor ms", "% of floor", "GB/s"] if roofline else []) + ["95% CI", "verdict"], rows),
+                  + (["floor ms", "% of floor", "GB/s"] if roofline else []) + ["95% CI"]
+                  + (["clock"] if by_clock else []) + ["verdict"], rows),
         "",
-        "Times are medians in ms: CUDA events with L2 flushed before every call (cuda_events), or the host clock on "
-        "--device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% interval."
+        "Times are medians in ms: CUDA events around each call with L2 flushed before it (cuda_events), the same "
+        "inside a CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds), or the "
+        "host clock on --device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% "
+        "interval. Timed by: " + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
         + _overhead_line(run),
         "",
     ]

@@ -7,6 +7,10 @@ least `min_samples` each, then until both medians are known to about 1% or
 the budget runs out. Every sample also carries the wall time around a
 device-wide synchronize, so work that escapes the events shows up.
 
+Kernels of a few microseconds are timed inside a CUDA graph instead
+(graph_clock.py), where launch gaps no longer swamp them; `TimingConfig.mode`
+picks, and the result records which clock timed the task.
+
 The clock functions are captured when this module is imported, before any
 solution code runs, so a solution that patches torch.cuda.Event or
 time.perf_counter does not change what kbench measures.
@@ -46,6 +50,13 @@ class TimingConfig:
     target_rel_ci: float = 0.01  # stop when each median's 95% interval is within +-1%
     block: int = 5  # samples per side before switching: drift hits both
     warmup_s: float = 0.2
+    # "auto": CUDA graphs when either side's warm-up median is under graph_below_ms
+    # (there an event pair's own cost, ~2 us, is several percent); "events"; "graph".
+    mode: str = "auto"
+    graph_below_ms: float = 0.05
+
+
+TIMING_MODES = ("auto", "events", "graph")
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,7 @@ class PairResult:
     clock: str
     event_overhead_ms: float | None
     baseline: Samples | None = None
+    note: str | None = None  # why CUDA graphs were wanted but not used
 
 
 class _Clock:
@@ -141,41 +153,74 @@ def make_clock(device: torch.device) -> _Clock:
     return CudaClock(device) if device.type == "cuda" else CpuClock()
 
 
+class _EventSampler:
+    """A block of samples = that many separately timed calls."""
+
+    def __init__(self, fn: Callable, clock: _Clock):
+        self.fn, self.clock = fn, clock
+
+    def block(self, n: int) -> tuple[list[float], list[float]]:
+        pairs = [self.clock.sample(self.fn) for _ in range(n)]
+        return [e for e, _ in pairs], [w for _, w in pairs]
+
+
 def time_pair(
-    ref_fn: Callable, sol_fn: Callable, clock: _Clock, cfg: TimingConfig, baseline_fn: Callable | None = None
+    ref_fn: Callable,
+    sol_fn: Callable,
+    clock: _Clock,
+    cfg: TimingConfig,
+    baseline_fn: Callable | None = None,
+    validate_graphs: Callable | None = None,
 ) -> PairResult:
     """Time reference and candidate (and an optional baseline, e.g. the reference
-    under torch.compile) interleaved in blocks until every median is known."""
+    under torch.compile) interleaved in blocks until every median is known.
+
+    Each fn returns its output. `validate_graphs(samplers)`, given the captured
+    graphs in the same order, must raise if they do not compute what the
+    functions compute; graph mode is then dropped for plain events."""
+    fns = [ref_fn, sol_fn] + ([baseline_fn] if baseline_fn is not None else [])
     overhead = clock.empty_pair_ms()
-    sides = [(ref_fn, Samples([], [])), (sol_fn, Samples([], []))]
-    if baseline_fn is not None:
-        sides.append((baseline_fn, Samples([], [])))
-    for fn, _ in sides:
-        _warm_up(fn, clock, cfg.warmup_s)
+    warm = [_warm_up(fn, clock, cfg.warmup_s) for fn in fns]
+    samplers: list = [_EventSampler(fn, clock) for fn in fns]
+    clock_name, note = clock.name, None
+    if _wants_graphs(cfg, clock, warm):
+        from . import graph_clock
+
+        try:
+            samplers, overhead = graph_clock.capture_all(fns, clock, cfg.block, validate_graphs)
+            clock_name = graph_clock.NAME
+        except graph_clock.Unavailable as e:
+            note = f"timed with events, not CUDA graphs: {e}"
+    sides = [Samples([], []) for _ in fns]
     deadline = _perf_counter() + cfg.budget_s
     stop = "max_samples"
-    while len(sides[1][1].event_ms) < cfg.max_samples:
-        for fn, into in sides:
-            for _ in range(cfg.block):
-                e, w = clock.sample(fn)
-                into.event_ms.append(e)
-                into.wall_ms.append(w)
-        if len(sides[1][1].event_ms) >= cfg.min_samples:
-            if all(stats.relative_ci_halfwidth(s.event_ms) <= cfg.target_rel_ci for _, s in sides):
+    while len(sides[1].event_ms) < cfg.max_samples:
+        for sampler, into in zip(samplers, sides):
+            events, walls = sampler.block(cfg.block)
+            into.event_ms.extend(events)
+            into.wall_ms.extend(walls)
+        if len(sides[1].event_ms) >= cfg.min_samples:
+            if all(stats.relative_ci_halfwidth(s.event_ms) <= cfg.target_rel_ci for s in sides):
                 stop = "converged"
                 break
             if _perf_counter() > deadline:
                 stop = "budget"
                 break
-    baseline = sides[2][1] if baseline_fn is not None else None
-    return PairResult(sides[0][1], sides[1][1], stop, clock.name, overhead, baseline)
+    baseline = sides[2] if baseline_fn is not None else None
+    return PairResult(sides[0], sides[1], stop, clock_name, overhead, baseline, note)
 
 
-def _warm_up(fn: Callable, clock: _Clock, seconds: float) -> None:
+def _wants_graphs(cfg: TimingConfig, clock: _Clock, warm: list[list[float]]) -> bool:
+    if cfg.mode == "events" or not isinstance(clock, CudaClock):
+        return False
+    return cfg.mode == "graph" or min(stats.median(w) for w in warm) < cfg.graph_below_ms
+
+
+def _warm_up(fn: Callable, clock: _Clock, seconds: float) -> list[float]:
     """At least 3 calls and `seconds` of them: the first calls may autotune,
-    allocate or load modules."""
+    allocate or load modules. Returns the timed ms of the calls after the first."""
     t0 = _perf_counter()
-    calls = 0
-    while calls < 3 or (_perf_counter() - t0 < seconds and calls < 1000):
-        clock.sample(fn)
-        calls += 1
+    times: list[float] = []
+    while len(times) < 3 or (_perf_counter() - t0 < seconds and len(times) < 1000):
+        times.append(clock.sample(fn)[0])
+    return times[1:]

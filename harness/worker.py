@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Imported before any solution code: timer captures the real clocks at import.
+# Imported before any solution code: timer and graph_clock capture the real
+# clocks and graph functions at import.
 import torch
 
-from harness import timer  # noqa: E402  (must precede the solution import)
+from harness import graph_clock, timer  # noqa: E402,F401  (must precede the solution import)
 from harness import build, check, guard, load, shapes, stats  # noqa: E402
 from harness.records import Flag, SideTiming, Status, Timing, to_json_dict  # noqa: E402
 
@@ -44,6 +45,8 @@ class Worker:
         self.check_result = None
         self.timing = None
         self.phase_seconds: dict[str, float] = {}
+        # Seconds that are not the harness's own overhead: making inputs, timing.
+        self.spent: dict[str, float] = {}
 
     # -- plumbing -------------------------------------------------------------
     def phase(self, name: str) -> None:
@@ -59,13 +62,17 @@ class Worker:
             torch.cuda.synchronize(self.device)
 
     def make_inputs(self, seed: int, which: str = "random", index: int = 0) -> list:
+        t0 = time.monotonic()
         torch.manual_seed(seed)
         with torch.device(self.device):
             if which == "random":
                 inputs = list(self.problem.get_inputs())
             else:
                 inputs = list(self.problem.get_check_inputs()[index])
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        self.sync()
+        self.spent["inputs"] = self.spent.get("inputs", 0.0) + time.monotonic() - t0
+        return inputs
 
     def call_solution(self, inputs: list) -> Any:
         before_threads = guard.live_threads()
@@ -221,11 +228,20 @@ class Worker:
         def sol_fn():
             last["out"] = None  # free the previous output before the next call allocates
             last["out"] = self.call_solution(sol_in)
+            return last["out"]
 
         clock = timer.make_clock(self.device)
         cfg = timer.TimingConfig(**self.spec["timing"])
-        baseline_fn = self._compiled_reference(inputs) if self.spec.get("compile_baseline") else None
-        pair = timer.time_pair(ref_fn, sol_fn, clock, cfg, baseline_fn)
+        buffers = [ref_in, sol_in]
+        baseline_fn = None
+        if self.spec.get("compile_baseline"):
+            baseline_fn, comp_in = self._compiled_reference(inputs)
+            buffers.append(comp_in)
+        t0 = time.monotonic()
+        pair = timer.time_pair(ref_fn, sol_fn, clock, cfg, baseline_fn, self._graph_validator(buffers, inputs))
+        self.spent["timing"] = time.monotonic() - t0
+        if pair.note:
+            self.notes.append(pair.note)
         self.check_tampering("while being timed")
 
         # The output of a timed call must still be right (a candidate may behave
@@ -238,12 +254,41 @@ class Worker:
             self.timing = self._summarize(pair, inputs, last["out"])
             return
         ref_out = self.call_reference(check.clone_inputs(inputs))
-        bound = max(self.errors.tolerance or 0.0, 0.0) + (self.errors.ref_rel_l2_fp64 or 0.0)
         try:
-            check.compare_outputs(last["out"], ref_out, None, l2_bound=bound)
+            check.compare_outputs(last["out"], ref_out, None, l2_bound=self._timed_bound())
         except check.Mismatch as e:
             raise TaskFailed(Status.INCORRECT, f"output of a timed call: {e}")
         self.timing = self._summarize(pair, inputs, ref_out)
+
+    def _timed_bound(self) -> float:
+        """Relative L2 allowed for a timed output: the check's tolerance plus the
+        fp32 reference's own error, since there is no float64 reference here."""
+        return max(self.errors.tolerance or 0.0, 0.0) + (self.errors.ref_rel_l2_fp64 or 0.0)
+
+    def _graph_validator(self, buffers: list[list], timing_inputs: list):
+        """For graph mode: replay every captured graph on fresh inputs written into
+        the buffers it was captured on, and compare with the eager reference. A
+        graph that misses work (host code, an unjoined stream, a capture-aware
+        solution) is not timed; the timing inputs are restored afterwards."""
+
+        def validate(samplers) -> None:
+            fresh = self.make_inputs(self.spec["seed"] + 501)
+            try:
+                for b in buffers:
+                    _write_into(b, fresh)
+                for s in samplers:
+                    s.replay()
+                expected = self.call_reference(check.clone_inputs(fresh))
+                for name, s in zip(("reference", "solution", "compiled reference"), samplers):
+                    try:
+                        check.compare_outputs(s.out, expected, None, l2_bound=self._timed_bound())
+                    except check.Mismatch as e:
+                        raise check.Mismatch(f"{name}: {e}") from None
+            finally:
+                for b in buffers:
+                    _write_into(b, timing_inputs)
+
+        return validate
 
     def _compiled_reference(self, inputs: list):
         """The reference under torch.compile, compiled (and checked) before timing
@@ -258,20 +303,22 @@ class Worker:
         except Exception as e:  # noqa: BLE001 - a baseline that fails does not fail the task
             self.notes.append(f"no torch.compile baseline: {load.last_line(e)[:200]}")
             self.phase(phase)
-            return None
+            return None, []
         self.phase(phase)
 
         def fn():
             with torch.no_grad():
                 return compiled(*comp_in)
 
-        return fn
+        return fn, comp_in
 
     def _summarize(self, pair: timer.PairResult, inputs: list, out: Any) -> Timing:
         ref_ms, sol_ms = stats.median(pair.ref.event_ms), stats.median(pair.sol.event_ms)
         lo, hi = stats.bootstrap_ratio_ci(pair.ref.event_ms, pair.sol.event_ms)
         speedup = ref_ms / sol_ms if sol_ms > 0 else float("inf")
         sol_wall = stats.median(pair.sol.wall_ms)
+        # Graph mode has no such check and needs none: a graph that misses work
+        # fails its validation on fresh inputs and the task is timed with events.
         if pair.clock == "cuda_events":
             ref_gap = stats.median(pair.ref.wall_ms) - ref_ms
             excess = (sol_wall - sol_ms) - ref_gap
@@ -285,7 +332,7 @@ class Worker:
         nbytes = _tensor_bytes(inputs) + _tensor_bytes(check.flatten(out))
         floor_ms = None
         bandwidth = self.spec.get("bandwidth_gbs")
-        if bandwidth and pair.clock == "cuda_events":
+        if bandwidth and pair.clock != "cpu_clock":
             floor_ms = nbytes / (bandwidth * 1e9) * 1e3
             if sol_ms < BELOW_FLOOR_FRACTION * floor_ms:
                 self.flags.add(Flag.BELOW_ROOFLINE)
@@ -307,6 +354,15 @@ class Worker:
             compiled=side(pair.baseline) if pair.baseline else None,
             speedup_vs_compiled=stats.median(pair.baseline.event_ms) / sol_ms if pair.baseline and sol_ms > 0 else None,
         )
+
+
+def _write_into(buffers: list, values: list) -> None:
+    """Copy values into the tensors a graph was captured on (same shapes)."""
+    for b, v in zip(buffers, values):
+        if isinstance(b, torch.Tensor):
+            if not isinstance(v, torch.Tensor) or v.shape != b.shape:
+                raise check.Mismatch("fresh inputs differ in shape from the captured ones")
+            b.copy_(v)
 
 
 def _tensor_bytes(items: list) -> int:
@@ -352,6 +408,7 @@ def run(spec: dict) -> dict:
         "check": to_json_dict(w.check_result) if w.check_result else None,
         "timing": to_json_dict(w.timing) if w.timing else None,
         "phase_seconds": w.phase_seconds,
+        "spent": {k: round(v, 3) for k, v in getattr(w, "spent", {}).items()},
     }
 
 

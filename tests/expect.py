@@ -30,6 +30,9 @@ def _problems(r: dict, want: dict) -> list[str]:
     unexpected = set(r["flags"]) - set(want.get("flags", [])) - set(want.get("may_flag", ["noisy"]))
     if unexpected:
         out.append(f"unexpected flags {sorted(unexpected)}")
+    clock = (r.get("timing") or {}).get("clock")
+    if want.get("clock") and clock != want["clock"]:
+        out.append(f"timed by {clock}, not {want['clock']}")
     return out
 
 

@@ -106,6 +106,13 @@ def test_no_gpu_says_so_in_one_line(run_cli):
     assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--device cpu" in lines[0]
 
 
+def test_graph_timing_on_cpu_is_refused_in_one_line(run_cli):
+    proc = run_cli("run", "--device", "cpu", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS),
+                   "--timing-mode", "graph")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--timing-mode graph needs --device cuda" in proc.stderr
+
+
 def test_typo_in_folder_name(run_cli):
     proc = run_cli("run", "--device", "cpu", "--problems", str(FIXTURES / "problemz"), "--solutions", str(SOLUTIONS))
     assert proc.returncode == 2

@@ -41,3 +41,26 @@ def test_shipped_solutions_are_ok(run_cli, tmp_path):
            if r["status"] != "ok" or set(r["flags"]) - {"noisy"}]
     assert bad == []
     assert proc.returncode == 0
+
+
+GRAPHS = ROOT / "tests" / "fixtures" / "gpu" / "graphs"
+
+
+def test_microsecond_kernels_are_timed_in_cuda_graphs(run_cli, tmp_path):
+    """auto mode: a few-us task is timed inside CUDA graphs, with a smaller empty-call
+    cost than events; a solution that cannot be captured, or that behaves differently
+    while captured, is timed with events and the note says why."""
+    proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(GRAPHS / "solutions"),
+                   "--out", str(tmp_path / "auto"), "--time-budget", "2", "--exit-zero")
+    results = json.loads((tmp_path / "auto" / "results.json").read_text())["results"]
+    assert len(results) == 3, proc.stderr[-3000:]
+    assert mismatches(results) == []
+    by_name = {r["solution_path"].rsplit("/", 1)[-1]: r["timing"] for r in results}
+    assert by_name["fused.py"]["event_overhead_ms"] < by_name["syncs.py"]["event_overhead_ms"]
+    assert "| clock |" in (tmp_path / "auto" / "report.md").read_text()  # mixed clocks: one column says which
+
+    proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(GRAPHS / "solutions"),
+                   "-p", "TinyAffine", "--out", str(tmp_path / "events"), "--time-budget", "2", "--exit-zero",
+                   "--timing-mode", "events")
+    results = json.loads((tmp_path / "events" / "results.json").read_text())["results"]
+    assert {r["timing"]["clock"] for r in results} == {"cuda_events"}, proc.stderr[-3000:]
