@@ -53,7 +53,7 @@ def _folder_options(f):
               help="cpu runs the same pipeline on C++ and pure-torch solutions with a CPU clock.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per task (load, check, time).")
 @click.option("--build-timeout", type=float, default=600.0, show_default=True, help="Seconds per solution build.")
-@click.option("--build-jobs", type=int, default=0, help="Parallel builds [default: cores, at most 8].")
+@click.option("--build-jobs", type=int, default=0, help="Parallel builds [default: cores, at most 16].")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Build cache [default: $KBENCH_CACHE or ~/.cache/kbench].")
 @click.option("--no-cache", is_flag=True, help="Rebuild every solution, ignoring cached builds.")
 @click.option("--trials", type=click.IntRange(1, 100), default=5, show_default=True, help="Random correctness trials per task.")

@@ -3,7 +3,7 @@ profiler's (CUPTI's) duration of that kernel.
 
 Problems y = 2x + 1 over 2^16 to 2^27 floats; one CUDA solution
 (bench/accuracy/axpb_solution.py, one kernel, built once for every size).
-kbench runs them twice, with --timing-mode events and --timing-mode graph;
+kbench runs them three times, with --timing-mode events, graph and auto;
 then, in a separate process that loads the same build, torch.profiler records
 the kernel with the same L2 flush before every call. Compared: kbench's
 solution median against the median kernel duration. Targets (issue: timing
@@ -132,16 +132,18 @@ def main() -> None:
         return
     work = a.work or Path(tempfile.mkdtemp(prefix="kbench-accuracy-"))
     problems, solutions = write_inputs(work)
-    runs = {mode: kbench(problems, solutions, work / mode, mode) for mode in ("events", "graph")}
+    runs = {mode: kbench(problems, solutions, work / mode, mode) for mode in ("events", "graph", "auto")}
     prof = profiled(problems, solutions)
-    print("| floats | profiler kernel us | events us | events error | graph us | graph error | target |")
-    print("|---|---|---|---|---|---|---|")
+    print("| floats | profiler kernel us | events us | error | graph us | error | auto: clock | us | error | target |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in LOG2_SIZES:
         p = prof[k]
-        ev, gr = runs["events"][k]["ms"], runs["graph"][k]["ms"]
+        cells = []
+        for mode in ("events", "graph", "auto"):
+            ms = runs[mode][k]["ms"]
+            cells += ([runs[mode][k]["clock"]] if mode == "auto" else []) + [f"{ms * 1e3:.2f}", f"{ms / p - 1:+.1%}"]
         target = "3% (>= 100 us)" if p >= 0.1 else ("10% graph (~5 us)" if 0.003 <= p <= 0.008 else "-")
-        print(f"| 2^{k} | {p * 1e3:.2f} | {ev * 1e3:.2f} | {ev / p - 1:+.1%} | {gr * 1e3:.2f} | {gr / p - 1:+.1%} | "
-              f"{target} |")
+        print(f"| 2^{k} | {p * 1e3:.2f} | " + " | ".join(cells) + f" | {target} |")
     for mode, r in runs.items():
         print(f"{mode}: empty timed call {statistics.median(v['empty_ms'] for v in r.values()) * 1e3:.2f} us; "
               f"clocks {sorted({v['clock'] for v in r.values()})}")

@@ -153,6 +153,7 @@ def compare_values(
     tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
 
     # NaN and Inf only where the reference has them, and of the same sign.
+    nonfinite = False
     for name, test in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
         sm, rm = test(sol), test(ref)
         if not torch.equal(sm, rm):
@@ -161,44 +162,63 @@ def compare_values(
                 f"{path}: {name} where the reference has none (or the reverse): {int((sm != rm).sum())} places, "
                 f"first at {_index(ref.shape, where)}: {sol.reshape(-1)[where].item()} vs {ref.reshape(-1)[where].item()}"
             )
+        nonfinite = nonfinite or bool(rm.any())
 
-    # First pass: norms (float64 accumulation, chunked).
-    sq_ref = sq_diff = sq_ref64 = sq_diff64 = sq_ref_vs64 = 0.0
-    max_abs, max_abs_at = 0.0, 0
+    # Kernels per chunk are few and nothing syncs until the end: a 6 GB output is
+    # compared five times per task. Sums accumulate on the device in float64.
+    def finite(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return x.where(torch.isfinite(r), 0.0) if nonfinite else x
+
+    flat_s, flat_r = sol.reshape(-1), ref.reshape(-1)
+    dev = ref.device
+
+    def abs_diff(i: int) -> torch.Tensor:
+        r = flat_r[i : i + CHUNK]
+        return (finite(flat_s[i : i + CHUNK].double(), r) - finite(r.double(), r)).abs()
+
+    # First pass: norms (float64, chunked): |ref|^2, |sol-ref|^2, and against ref64.
+    sums = torch.zeros(5, dtype=torch.float64, device=dev)
+    abs_max = []
     for i, r in _chunks(ref):
-        s = sol.reshape(-1)[i : i + CHUNK]
-        finite = torch.isfinite(r)
-        r64, s64 = r.double().where(finite, 0.0), s.double().where(finite, 0.0)
-        d = (s64 - r64).abs()
-        sq_ref += float((r64 * r64).sum())
-        sq_diff += float((d * d).sum())
-        m = float(d.max()) if d.numel() else 0.0
-        if m > max_abs:
-            max_abs, max_abs_at = m, i + int(d.argmax())
+        r64 = finite(r.double(), r)
+        s64 = finite(flat_s[i : i + CHUNK].double(), r)
+        d = s64 - r64
+        sums[0] += torch.dot(r64, r64)
+        sums[1] += torch.dot(d, d)
+        abs_max.append(d.abs().max())
         if ref64 is not None:
-            t = ref64.reshape(-1)[i : i + CHUNK].to(r.device).double().where(finite, 0.0)
-            sq_ref64 += float((t * t).sum())
-            sq_diff64 += float(((s64 - t) ** 2).sum())
-            sq_ref_vs64 += float(((r64 - t) ** 2).sum())
+            t = finite(ref64.reshape(-1)[i : i + CHUNK].to(dev).double(), r)
+            e, f = s64 - t, r64 - t
+            sums[2] += torch.dot(t, t)
+            sums[3] += torch.dot(e, e)
+            sums[4] += torch.dot(f, f)
+    sq_ref, sq_diff, sq_ref64, sq_diff64, sq_ref_vs64 = sums.tolist()
+    max_abs, max_abs_at = _chunked_max(abs_max, abs_diff)
     n = max(ref.numel(), 1)
     rms = math.sqrt(sq_ref / n)
     errors = Errors(max_abs=max_abs, rel_l2=_ratio(sq_diff, sq_ref))
 
     # Second pass: elementwise bound, relative to each value and to the output's RMS.
-    worst, worst_at, violations = 0.0, 0, 0
+    # float32 is exact enough for a bound of 1e-4 (and float64 outputs stay float64).
+    cdt = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    tiny = torch.finfo(cdt).tiny
+
+    def excess_of(i: int, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rc = finite(r.to(cdt), r)  # may be the reference itself: nothing below writes into it
+        diff = (finite(flat_s[i : i + CHUNK].to(cdt), r) - rc).abs_()
+        ra = rc.abs()
+        return diff / ra.mul(tol.rtol).add_(tol.atol_rms * rms).clamp_min_(tiny), diff, ra
+
+    violations = torch.zeros((), dtype=torch.int64, device=dev)
+    worst_max, rel_max = [], []
     for i, r in _chunks(ref):
-        s = sol.reshape(-1)[i : i + CHUNK]
-        finite = torch.isfinite(r)
-        r64, s64 = r.double().where(finite, 0.0), s.double().where(finite, 0.0)
-        bound = tol.rtol * r64.abs() + tol.atol_rms * rms
-        excess = (s64 - r64).abs() / bound.clamp_min(1e-300)
-        bad = excess > 1.0
-        violations += int(bad.sum())
-        m = float(excess.max()) if excess.numel() else 0.0
-        if m > worst:
-            worst, worst_at = m, i + int(excess.argmax())
-        rel = (s64 - r64).abs() / r64.abs().clamp_min(1e-30)
-        errors.max_rel = max(errors.max_rel, float(rel.where(r64 != 0, 0.0).max()) if rel.numel() else 0.0)
+        excess, diff, ra = excess_of(i, r)
+        violations += (excess > 1.0).sum()
+        worst_max.append(excess.max())
+        rel_max.append(diff.div_(ra.clamp_min(1e-30)).masked_fill_(ra == 0, 0.0).max())
+    worst, worst_at = _chunked_max(worst_max, lambda i: excess_of(i, flat_r[i : i + CHUNK])[0])
+    violations = int(violations)
+    errors.max_rel = float(torch.stack(rel_max).max()) if rel_max else 0.0
 
     if ref64 is not None:
         errors.rel_l2_fp64 = _ratio(sq_diff64, sq_ref64)
@@ -218,13 +238,25 @@ def compare_values(
                 f"(no float64 reference); max abs {max_abs:.3e} at {_index(ref.shape, max_abs_at)}"
             )
     if violations:
-        flat_s, flat_r = sol.reshape(-1), ref.reshape(-1)
         raise Mismatch(
             f"{path}: {violations} of {ref.numel()} values outside rtol {tol.rtol:g} + {tol.atol_rms:g} x RMS "
             f"({rms:.3e}); worst at {_index(ref.shape, worst_at)}: {flat_s[worst_at].item():.6e} vs "
             f"{flat_r[worst_at].item():.6e}; relative L2 {errors.rel_l2:.2e}"
         )
     return errors
+
+
+def _chunked_max(maxima: list[torch.Tensor], values_of: Callable[[int], torch.Tensor]) -> tuple[float, int]:
+    """The largest of the per-chunk maxima and its flat index (the first place it
+    occurs), recomputing only the chunk that holds it."""
+    if not maxima:
+        return 0.0, 0
+    stacked = torch.stack(maxima)
+    k = int(stacked.argmax())
+    best = float(stacked[k])
+    if best <= 0.0:
+        return best, 0
+    return best, k * CHUNK + int(values_of(k * CHUNK).argmax())
 
 
 def _ratio(sq_num: float, sq_den: float) -> float:

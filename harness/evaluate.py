@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import build
-from .isolate import run_child
+from .isolate import Child, run_child
 from .records import BuildResult, CheckResult, Flag, Status, Task, TaskResult, Timing, from_json_dict
 from .timer import TimingConfig
 
@@ -31,10 +31,31 @@ class EvalConfig:
     compile_baseline: bool = False
 
 
-def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path) -> TaskResult:
+def start_worker(cfg: EvalConfig) -> Child:
+    """A worker process that imports torch and the harness, then waits for the
+    path of its task's spec on stdin. Started ahead of its task, so the seconds
+    of `import torch` overlap the task before it."""
+    env = build.child_env(dict(os.environ))
+    env["PYTHONUNBUFFERED"] = "1"
+    if cfg.arch:
+        env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
+    if cfg.gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
+    return Child(["-m", "harness.worker", "-"], env=env)
+
+
+def evaluate(
+    task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path,
+    child: Child | None = None, shape: dict | None = None,
+) -> TaskResult:
+    """Run one task in a worker (`child`, started ahead by start_worker, or a new
+    one). `shape`: the problem's input and output bytes, for refusing a task
+    that cannot fit before anything is allocated."""
     t0 = time.monotonic()
     base = dict(problem=task.problem, solution_set=task.solution_set, solution_path=task.solution_path, log_path=str(log_path))
     if not built.ok:
+        if child is not None:
+            child.discard()
         return TaskResult(**base, status=built.status, message=built.message, phase="build", seconds=built.seconds)
 
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -54,15 +75,12 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
         "compile_baseline": cfg.compile_baseline,
         "result_path": str(result_path),
         "phase_path": str(phase_path),
+        "extensions_dir": built.ext_dir,
+        "shape": shape,
     }
     spec_path.write_text(json.dumps(spec))
-    env = build.child_env(dict(os.environ))
-    env.update(TORCH_EXTENSIONS_DIR=built.ext_dir, PYTHONUNBUFFERED="1")
-    if cfg.arch:
-        env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
-    if cfg.gpu_index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
-    outcome = run_child(["-m", "harness.worker", str(spec_path)], log_path, cfg.timeout, env=env)
+    child = child or start_worker(cfg)
+    outcome = child.finish(log_path, cfg.timeout, line=str(spec_path))
     phase = phase_path.read_text().strip() if phase_path.is_file() else "start"
     worker_seconds = time.monotonic() - t0
     seconds = built.seconds + worker_seconds
@@ -104,6 +122,7 @@ def evaluate(task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, wo
         timing=timing,
         phase_seconds=data.get("phase_seconds", {}),
         overhead_seconds=round(worker_seconds - not_overhead, 3),
+        spent_seconds=spent,
     )
 
 

@@ -1,27 +1,35 @@
-"""CUDA-graph timing for kernels of a few microseconds.
+"""CUDA-graph timing for calls of a few microseconds.
 
 With plain events each timed call pays a launch and the events' own cost
-(~2 us on an H100), which is a third of a 5 us kernel. Here each side's calls
-are captured once into a CUDA graph, `block` calls deep, each call bracketed by
-its own timing events recorded *inside* the graph and preceded by the same L2
-flush as in events mode. One replay then yields `block` samples whose events
-see only the GPU work of the call: cold L2, no host launch in between.
+(~2-3 us on an H100), as much as a 5 us kernel itself; events recorded around
+each call inside a graph still cost ~2.4 us (measured: bench/timing_accuracy.md).
+So here `calls` calls are captured back to back into one CUDA graph with one
+event pair around all of them, and a sample is the replay's time / calls.
+
+Cold L2 without a flush between the calls: the calls rotate over enough copies
+of the inputs that each copy's data has been evicted (twice the L2 size of
+other traffic) before it is read again. L2 is also flushed before each replay,
+outside the events.
 
 A graph replays the kernels it captured and nothing else, so a solution that
 does work on the host, on an unjoined stream, or only when not being captured
 would be timed wrongly. Such graphs are caught before any sample is taken: the
-caller's validator replays them on fresh inputs and compares with the eager
-reference, and any failure means plain events for the whole task (with a note).
+caller's validator writes fresh inputs into every copy, replays, and compares
+with the eager reference; any failure means plain events for the whole task,
+with a note.
 """
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Any, Callable
 
 import torch
 
-from . import load, stats, timer
+from . import load, timer
 
 NAME = "cuda_graph"
+REPLAY_MS = 0.2  # calls per graph: enough that the event pair is ~1% of a replay
+MAX_CALLS = 200
 
 # Captured before any solution is imported, as in timer.py: a solution that
 # patches torch.cuda.graph or CUDAGraph.replay cannot change what is replayed.
@@ -35,30 +43,33 @@ class Unavailable(Exception):
     """Graph timing cannot be used for this task; the message says why."""
 
 
-def _timing_event():
-    try:  # external=True: the record becomes a node of the graph, replayed each time
-        return timer._EventBase(enable_timing=True, external=True)
-    except TypeError:
-        raise Unavailable(f"torch {torch.__version__} cannot record events inside a CUDA graph") from None
+def _clone(inputs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _nbytes(items: Any) -> int:
+    if isinstance(items, torch.Tensor):
+        return items.numel() * items.element_size()
+    if isinstance(items, (list, tuple)):
+        return sum(_nbytes(x) for x in items)
+    return 0
 
 
 class GraphSampler:
-    """`calls` timed calls of fn, captured once, replayed per block of samples."""
+    """`calls` calls of a side over `copies` input copies, captured once; each
+    replay is one sample, the mean time of a call."""
 
-    def __init__(self, fn: Callable, clock: timer.CudaClock, calls: int):
-        self.clock = clock
-        self.starts = [_timing_event() for _ in range(calls)]
-        self.ends = [_timing_event() for _ in range(calls)]
+    def __init__(self, side: timer.Side, clock: timer.CudaClock, calls: int, copies: int):
+        self.clock, self.calls = clock, calls
+        self.copies = [side.inputs] + [_clone(side.inputs) for _ in range(copies - 1)]
+        self.start = timer._EventBase(enable_timing=True)
+        self.end = timer._EventBase(enable_timing=True)
         self.graph = _Graph()
         out = None
         with _graph_ctx(self.graph):
-            stream = timer._current_stream(clock.device)
-            for start, end in zip(self.starts, self.ends):
-                out = None  # let the previous call's output memory be reused inside the graph
-                clock.flush_buf.sum()
-                timer._event_record(start, stream)
-                out = fn()
-                timer._event_record(end, stream)
+            for i in range(calls):
+                out = None  # the previous call's output memory may be reused inside the graph
+                out = side.call(self.copies[i % copies])
         # The last call's output stays alive, so its memory is never reused;
         # every replay rewrites it.
         self.out = out
@@ -68,23 +79,43 @@ class GraphSampler:
         self.clock._sync()
 
     def block(self, n: int) -> tuple[list[float], list[float]]:
-        if n != len(self.starts):
-            raise ValueError(f"graph captured {len(self.starts)} calls, asked for {n}")
-        t0 = timer._perf_counter()
-        self.replay()
-        wall = (timer._perf_counter() - t0) * 1e3 / n  # includes the flushes: not comparable to events
-        return [timer._event_elapsed(s, e) for s, e in zip(self.starts, self.ends)], [wall] * n
+        stream = timer._current_stream(self.clock.device)
+        events, walls = [], []
+        for _ in range(n):
+            self.clock.flush_buf.sum()
+            self.clock._sync()
+            t0 = timer._perf_counter()
+            if timer._gpu_sleep is not None:
+                timer._gpu_sleep(timer.LAUNCH_SHADOW_CYCLES)  # as in events mode: the launch is not timed
+            timer._event_record(self.start, stream)
+            _replay(self.graph)
+            timer._event_record(self.end, stream)
+            self.clock._sync()
+            walls.append((timer._perf_counter() - t0) * 1e3 / self.calls)
+            events.append(timer._event_elapsed(self.start, self.end) / self.calls)
+        return events, walls
 
 
 def capture_all(
-    fns: list[Callable], clock: timer.CudaClock, calls: int, validate: Callable | None
-) -> tuple[list[GraphSampler], float]:
-    """One sampler per fn, validated and warmed up, and the cost of an empty
-    timed call inside a graph. Raises Unavailable with the reason otherwise."""
+    sides: list[timer.Side], clock: timer.CudaClock, warm_ms: list[float], validate: Callable | None, auto: bool
+) -> tuple[list[GraphSampler], float] | None:
+    """One validated sampler per side, and the per-call share of an empty event
+    pair. Raises Unavailable with the reason if graphs cannot be used; returns
+    None where `auto` finds them not worth it: a call that moves more than twice
+    the L2 size cannot rotate its inputs out of L2, its back-to-back calls would
+    pay each other's write-backs, and it takes >30 us, where events are accurate."""
+    flush_bytes = clock.flush_buf.numel() * clock.flush_buf.element_size()  # twice the L2 size
+    traffic = [_nbytes(side.inputs) + _nbytes(side()) for side in sides]
+    if auto and max(traffic) >= flush_bytes:
+        return None
+    calls = max(5, min(MAX_CALLS, math.ceil(REPLAY_MS / max(min(warm_ms), 1e-4))))
     try:
-        samplers = [GraphSampler(fn, clock, calls) for fn in fns]
-        empty = GraphSampler(lambda: None, clock, calls)
-        for s in samplers + [empty]:
+        samplers = []
+        for side, moved in zip(sides, traffic):
+            # Between two reads of a copy, the other copies' calls move >= 2x L2.
+            copies = max(1, min(calls, math.ceil(flush_bytes / max(moved, 1)) + 1))
+            samplers.append(GraphSampler(side, clock, calls, copies))
+        for s in samplers:
             s.replay()  # the first replay uploads the graph
     except Exception as e:  # noqa: BLE001 - capture rejects syncs, host copies, unjoined streams...
         _settle(clock)
@@ -95,8 +126,8 @@ def capture_all(
         except Exception as e:  # noqa: BLE001
             _settle(clock)
             raise Unavailable(f"the graph does not recompute the output from new inputs: {load.last_line(e)[:200]}") from None
-    overhead = stats.median(empty.block(calls)[0] + empty.block(calls)[0])
-    return samplers, overhead
+    # An empty event pair's cost is shared by the calls of a replay.
+    return samplers, clock.empty_pair_ms() / calls
 
 
 def _settle(clock: timer.CudaClock) -> None:

@@ -42,75 +42,103 @@ class ChildOutcome:
 
 
 class _CappedLog:
-    """Drains a pipe into a file, keeping its head and tail only, so a child
-    that writes 64 MB (or forever) neither blocks nor fills the disk."""
+    """Drains a pipe, keeping its head and tail only, so a child that writes
+    64 MB (or forever) neither blocks nor fills the disk. The log file is named
+    and written at close, so a child may start before its log is known."""
 
-    def __init__(self, pipe, path: Path):
-        self.pipe, self.path, self.dropped = pipe, path, 0
+    def __init__(self, pipe):
+        self.pipe, self.dropped = pipe, 0
+        self.head, self.tail = bytearray(), bytearray()
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
     def _drain(self) -> None:
-        head, tail = bytearray(), bytearray()
         for chunk in iter(lambda: self.pipe.read(65536), b""):
-            room = LOG_HEAD_BYTES - len(head)
-            head += chunk[:room]
+            room = LOG_HEAD_BYTES - len(self.head)
+            self.head += chunk[:room]
             rest = chunk[room:] if room < len(chunk) else b""
             if rest:
-                tail += rest
-                if len(tail) > LOG_TAIL_BYTES:
-                    self.dropped += len(tail) - LOG_TAIL_BYTES
-                    del tail[: len(tail) - LOG_TAIL_BYTES]
-        with open(self.path, "ab") as f:
-            f.write(head)
-            if self.dropped:
-                f.write(f"\n[kbench: {self.dropped} bytes of output dropped here]\n".encode())
-            f.write(tail)
+                self.tail += rest
+                if len(self.tail) > LOG_TAIL_BYTES:
+                    self.dropped += len(self.tail) - LOG_TAIL_BYTES
+                    del self.tail[: len(self.tail) - LOG_TAIL_BYTES]
 
-    def close(self, timeout: float = 10.0) -> int:
+    def close(self, path: Path | None, timeout: float = 10.0) -> int:
         self.thread.join(timeout)
+        if path is not None:
+            with open(path, "ab") as f:
+                f.write(self.head)
+                if self.dropped:
+                    f.write(f"\n[kbench: {self.dropped} bytes of output dropped here]\n".encode())
+                f.write(self.tail)
         return self.dropped
 
 
 _live: set[subprocess.Popen] = set()
 
 
+class Child:
+    """`python args...` in a new process group, started now. A child may be
+    started before its work is known (it imports torch meanwhile, seconds on a
+    GPU host) and wait for one line on stdin; `finish` sends that line, names
+    the log, and waits at most `timeout` seconds from then."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | None = None):
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
+            env=env,
+            cwd=cwd,
+        )
+        _live.add(self.proc)
+        self.log = _CappedLog(self.proc.stdout)
+
+    def finish(self, log_path: Path, timeout: float, line: str | None = None) -> ChildOutcome:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        proc = self.proc
+        try:
+            if line is not None:
+                proc.stdin.write(line.encode() + b"\n")
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died waiting; its exit code says how
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+            proc.wait()
+        finally:
+            if proc.returncode is None:  # interrupted (Ctrl-C): take the child down with us
+                kill_group(proc)
+                proc.wait()
+            _live.discard(proc)
+        dropped = self.log.close(log_path)
+        return ChildOutcome(
+            returncode=None if timed_out else proc.returncode,
+            timed_out=timed_out,
+            seconds=time.monotonic() - start,
+            dropped_log_bytes=dropped,
+        )
+
+    def discard(self) -> None:
+        """Kill a child that was started and never used."""
+        kill_group(self.proc)
+        self.proc.wait()
+        _live.discard(self.proc)
+        self.log.close(None)
+
+
 def run_child(
     args: list[str], log_path: Path, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> ChildOutcome:
     """Run `python args...` in a new process group; wait at most `timeout` seconds."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
-        env=env,
-        cwd=cwd,
-    )
-    _live.add(proc)
-    log = _CappedLog(proc.stdout, log_path)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-        proc.wait()
-    finally:
-        if proc.returncode is None:  # interrupted (Ctrl-C): take the child down with us
-            kill_group(proc)
-            proc.wait()
-        _live.discard(proc)
-    dropped = log.close()
-    return ChildOutcome(
-        returncode=None if timed_out else proc.returncode,
-        timed_out=timed_out,
-        seconds=time.monotonic() - start,
-        dropped_log_bytes=dropped,
-    )
+    return Child(args, env, cwd).finish(log_path, timeout)
 
 
 def kill_group(proc: subprocess.Popen) -> None:

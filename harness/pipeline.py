@@ -34,7 +34,7 @@ class RunConfig:
     device: str = "cuda"
     timeout: float = 300.0
     build_timeout: float = 600.0
-    build_jobs: int = 0  # 0: one per core, at most 8
+    build_jobs: int = 0  # 0: one per core, at most 16
     cache_dir: Path = field(default_factory=lambda: default_cache_dir())
     use_cache: bool = True
     problem_filters: tuple[str, ...] = ()
@@ -63,6 +63,17 @@ class RunConfig:
 def default_cache_dir() -> Path:
     base = os.environ.get("KBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "kbench")
     return Path(base).expanduser()
+
+
+# Worker processes started ahead per GPU. `import torch` takes ~5 s on an H100
+# host and a small task ~1-2 s, so one ahead is not enough to hide it. Their
+# imports take host cores from the task being timed: at most one per 4 cores,
+# and none on a CPU run, where the host clock times the task.
+PRESTART = 4
+
+
+def _prestart_depth(device: str) -> int:
+    return 0 if device == "cpu" else max(1, min(PRESTART, (os.cpu_count() or 4) // 4))
 
 
 class Reporter(Protocol):
@@ -169,7 +180,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         device=cfg.device, timeout=cfg.timeout, trials=cfg.trials, seed=cfg.seed, fp64=cfg.fp64, time=cfg.time,
         timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth, compile_baseline=cfg.compile_baseline,
     )
-    jobs = cfg.build_jobs or min(8, os.cpu_count() or 1)
+    jobs = cfg.build_jobs or min(16, os.cpu_count() or 1)  # nvcc with torch headers takes 1-2 GB each
     build_cfg = build.BuildConfig(cfg.device, dev.arch, cfg.cache_dir / "builds", jobs, cfg.build_timeout, cfg.use_cache)
 
     logs: dict[str, str] = {}
@@ -178,50 +189,73 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         logs[task.key] = log
         reporter.build_done(task, result)
 
+    # The problems' sizes (to refuse a task that cannot fit) and check-set counts
+    # are found on the meta device here, once per problem, while the builds run.
+    sizes: dict[str, dict | None] = {}
+    sizer = threading.Thread(target=lambda: sizes.update(_problem_bytes(todo)), daemon=True)
+    sizer.start()
+    # Each GPU's first worker process imports torch while the builds run.
+    gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
+    depth = _prestart_depth(cfg.device)
+    first = {g: [evaluate.start_worker(replace(eval_cfg, gpu_index=g))] for g in gpus} if todo and depth else {}
     reporter.build_started(len(todo))
     t0 = time.monotonic()
     built = build.build_all(todo, build_cfg, on_built) if todo else {}
     build_stage.update(build_seconds=round(time.monotonic() - t0, 3),
                        builds_cached=sum(1 for b in built.values() if b.cached))
 
+    sizer.join()
     work = Path(tempfile.mkdtemp(prefix="kbench-"))
     lock = threading.Lock()
     queue = list(enumerate(todo))
     started = [0]
 
     def worker(gpu: int | None) -> None:
-        """Evaluates tasks one at a time on one GPU: one timing task per GPU."""
+        """Evaluates tasks one at a time on one GPU: one timing task per GPU. The
+        next tasks' worker processes are started while this one runs."""
         healthy = True
         task_cfg = replace(eval_cfg, gpu_index=gpu)
-        while True:
-            with lock:
-                if not queue:
-                    return
-                i, task = queue.pop(0)
-                reporter.task_started(task, started[0], len(todo))
-                started[0] += 1
-            log_path = _log_path(out_dir, task)
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            log_path.write_text(f"[kbench] task {task.problem} / {task.solution_set}: {task.solution_path}\n"
-                                f"[kbench] build log\n{logs.get(task.key, '')}\n[kbench] worker log\n")
-            if not healthy:
-                result = TaskResult(task.problem, task.solution_set, task.solution_path, Status.SKIPPED,
-                                    "not run: the GPU failed its health check after an earlier task", phase="start",
-                                    log_path=str(log_path))
-            else:
-                result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, work / str(i))
-            result = replace(result, fingerprint=prints[task.key])
-            with lock:
-                results[task.key] = result
-                save()
-                reporter.task_done(result)
-            if cfg.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-                healthy = evaluate.gpu_healthy(gpu)
+        ready = first.pop(gpu, [])
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    i, task = queue.pop(0)
+                    left = len(queue)
+                    reporter.task_started(task, started[0], len(todo))
+                    started[0] += 1
+                log_path = _log_path(out_dir, task)
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log_path.write_text(f"[kbench] task {task.problem} / {task.solution_set}: {task.solution_path}\n"
+                                    f"[kbench] build log\n{logs.get(task.key, '')}\n[kbench] worker log\n")
                 if not healthy:
-                    reporter.note(f"GPU {gpu if gpu is not None else 0} failed its health check; its remaining tasks are skipped")
+                    result = TaskResult(task.problem, task.solution_set, task.solution_path, Status.SKIPPED,
+                                        "not run: the GPU failed its health check after an earlier task",
+                                        phase="start", log_path=str(log_path))
+                elif not built[task.key].ok:
+                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, work / str(i))
+                else:
+                    child = ready.pop(0) if ready else evaluate.start_worker(task_cfg)
+                    while len(ready) < min(depth, left):
+                        ready.append(evaluate.start_worker(task_cfg))
+                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, work / str(i), child,
+                                               sizes.get(task.problem_path))
+                result = replace(result, fingerprint=prints[task.key])
+                with lock:
+                    results[task.key] = result
+                    save()
+                    reporter.task_done(result)
+                if cfg.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
+                    healthy = evaluate.gpu_healthy(gpu)
+                    if not healthy:
+                        reporter.note(f"GPU {gpu if gpu is not None else 0} failed its health check; "
+                                      "its remaining tasks are skipped")
+        finally:
+            for child in ready:
+                child.discard()
 
     try:
-        gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
         if len(gpus) == 1:
             worker(gpus[0])  # in the main thread: Ctrl-C lands where run_child can clean up
         else:
@@ -237,8 +271,17 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
                 kill_all()
                 raise
     finally:
+        for children in first.values():  # a GPU thread that never took a task
+            for child in children:
+                child.discard()
         shutil.rmtree(work, ignore_errors=True)
     return save(finished=True), out_dir
+
+
+def _problem_bytes(tasks: list[Task]) -> dict[str, dict | None]:
+    from . import shapes
+
+    return shapes.bytes_of_files(sorted({t.problem_path for t in tasks}))
 
 
 def _now() -> str:

@@ -133,6 +133,8 @@ class TaskResult:
     # The harness's own cost: the worker's wall time (process start included) less
     # making inputs, timing and torch.compile. Builds are in `seconds`, not here.
     overhead_seconds: Optional[float] = None
+    # Where the worker's seconds went inside its phases: inputs, timing, check_* parts.
+    spent_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -26,8 +26,12 @@ class ProblemShape:
 
     @property
     def task_bytes(self) -> int:
-        """Device memory a task needs at its peak, roughly."""
-        return INPUT_COPIES * self.input_bytes + OUTPUT_COPIES * self.output_bytes
+        return peak_bytes(self.input_bytes, self.output_bytes)
+
+
+def peak_bytes(input_bytes: int, output_bytes: int) -> int:
+    """Device memory a task needs at its peak, roughly."""
+    return INPUT_COPIES * input_bytes + OUTPUT_COPIES * output_bytes
 
 
 def _describe(x) -> str:
@@ -68,6 +72,26 @@ def problem_shape(module) -> ProblemShape:
         output_bytes=_bytes(out),
         flops=flops,
     )
+
+
+def bytes_of_files(paths: list[str]) -> dict[str, dict | None]:
+    """Per problem file: input and output bytes, and how many structured check
+    sets get_check_inputs() returns (None if it has none). None for a file the
+    meta device cannot run: its tasks then work these out themselves."""
+    out: dict[str, dict | None] = {}
+    for path in paths:
+        try:
+            module = load.load_problem(path)
+            shape = problem_shape(module)
+            checks = None
+            if hasattr(module, "get_check_inputs"):
+                with torch.device("meta"):
+                    checks = len(module.get_check_inputs())
+        except Exception:  # noqa: BLE001 - reported by the task that runs it
+            out[path] = None
+            continue
+        out[path] = {"input_bytes": shape.input_bytes, "output_bytes": shape.output_bytes, "check_inputs": checks}
+    return out
 
 
 def shape_of_file(path: str) -> ProblemShape | str:

@@ -17,9 +17,10 @@ time.perf_counter does not change what kbench measures.
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -51,7 +52,8 @@ class TimingConfig:
     block: int = 5  # samples per side before switching: drift hits both
     warmup_s: float = 0.2
     # "auto": CUDA graphs when either side's warm-up median is under graph_below_ms
-    # (there an event pair's own cost, ~2 us, is several percent); "events"; "graph".
+    # (there an event pair's own cost, ~2 us, is several percent) and every call
+    # moves less than twice the L2 size (graph_clock.capture_all); "events"; "graph".
     mode: str = "auto"
     graph_below_ms: float = 0.05
 
@@ -153,6 +155,18 @@ def make_clock(device: torch.device) -> _Clock:
     return CudaClock(device) if device.type == "cuda" else CpuClock()
 
 
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: `call(inputs)` runs one call and returns its
+    output; `inputs` are what it is timed on (graph mode also times it on copies)."""
+
+    call: Callable[[list], Any]
+    inputs: list
+
+    def __call__(self) -> Any:
+        return self.call(self.inputs)
+
+
 class _EventSampler:
     """A block of samples = that many separately timed calls."""
 
@@ -165,49 +179,56 @@ class _EventSampler:
 
 
 def time_pair(
-    ref_fn: Callable,
-    sol_fn: Callable,
+    ref: Side,
+    sol: Side,
     clock: _Clock,
     cfg: TimingConfig,
-    baseline_fn: Callable | None = None,
+    baseline: Side | None = None,
     validate_graphs: Callable | None = None,
 ) -> PairResult:
     """Time reference and candidate (and an optional baseline, e.g. the reference
     under torch.compile) interleaved in blocks until every median is known.
 
-    Each fn returns its output. `validate_graphs(samplers)`, given the captured
-    graphs in the same order, must raise if they do not compute what the
-    functions compute; graph mode is then dropped for plain events."""
-    fns = [ref_fn, sol_fn] + ([baseline_fn] if baseline_fn is not None else [])
+    `validate_graphs(samplers)`, given the captured graphs in the same order,
+    must raise if they do not compute what the sides compute; graph mode is
+    then dropped for plain events."""
+    sides = [ref, sol] + ([baseline] if baseline is not None else [])
     overhead = clock.empty_pair_ms()
-    warm = [_warm_up(fn, clock, cfg.warmup_s) for fn in fns]
-    samplers: list = [_EventSampler(fn, clock) for fn in fns]
+    warm = [_warm_up(side, clock, cfg.warmup_s) for side in sides]
+    samplers: list = [_EventSampler(side, clock) for side in sides]
     clock_name, note = clock.name, None
     if _wants_graphs(cfg, clock, warm):
         from . import graph_clock
 
         try:
-            samplers, overhead = graph_clock.capture_all(fns, clock, cfg.block, validate_graphs)
-            clock_name = graph_clock.NAME
+            graphs = graph_clock.capture_all(sides, clock, [stats.median(w) for w in warm], validate_graphs,
+                                             auto=cfg.mode == "auto")
+            if graphs is not None:
+                samplers, overhead = graphs
+                clock_name = graph_clock.NAME
         except graph_clock.Unavailable as e:
             note = f"timed with events, not CUDA graphs: {e}"
-    sides = [Samples([], []) for _ in fns]
+    out = [Samples([], []) for _ in sides]
     deadline = _perf_counter() + cfg.budget_s
     stop = "max_samples"
-    while len(sides[1].event_ms) < cfg.max_samples:
-        for sampler, into in zip(samplers, sides):
-            events, walls = sampler.block(cfg.block)
-            into.event_ms.extend(events)
-            into.wall_ms.extend(walls)
-        if len(sides[1].event_ms) >= cfg.min_samples:
-            if all(stats.relative_ci_halfwidth(s.event_ms) <= cfg.target_rel_ci for s in sides):
-                stop = "converged"
-                break
-            if _perf_counter() > deadline:
-                stop = "budget"
-                break
-    baseline = sides[2] if baseline_fn is not None else None
-    return PairResult(sides[0], sides[1], stop, clock_name, overhead, baseline, note)
+    gc.collect()
+    gc.disable()  # a collection inside a timed call would be charged to that call
+    try:
+        while len(out[1].event_ms) < cfg.max_samples:
+            for sampler, into in zip(samplers, out):
+                events, walls = sampler.block(cfg.block)
+                into.event_ms.extend(events)
+                into.wall_ms.extend(walls)
+            if len(out[1].event_ms) >= cfg.min_samples:
+                if all(stats.relative_ci_halfwidth(s.event_ms) <= cfg.target_rel_ci for s in out):
+                    stop = "converged"
+                    break
+                if _perf_counter() > deadline:
+                    stop = "budget"
+                    break
+    finally:
+        gc.enable()
+    return PairResult(out[0], out[1], stop, clock_name, overhead, out[2] if baseline is not None else None, note)
 
 
 def _wants_graphs(cfg: TimingConfig, clock: _Clock, warm: list[list[float]]) -> bool:

@@ -20,12 +20,12 @@ def test_auto_mode_uses_graphs_only_when_a_side_takes_microseconds():
 
 def test_interleaved_blocks_until_converged_on_the_cpu_clock():
     calls = []
-    ref = lambda: calls.append("ref")  # noqa: E731
-    sol = lambda: calls.append("sol")  # noqa: E731
+    ref = timer.Side(lambda inputs: calls.append(("ref", inputs)), ["a"])
+    sol = timer.Side(lambda inputs: calls.append(("sol", inputs)), ["b"])
     cfg = TimingConfig(min_samples=10, max_samples=40, budget_s=2.0, target_rel_ci=10.0, block=5, warmup_s=0.0)
     pair = timer.time_pair(ref, sol, timer.CpuClock(), cfg)
     assert pair.clock == "cpu_clock" and pair.note is None
     assert pair.stop_reason == "converged"  # a 1000% target is met at the first check
     assert len(pair.ref.event_ms) == len(pair.sol.event_ms) == 10
     timed = calls[6:]  # after three warm-up calls per side
-    assert timed == (["ref"] * 5 + ["sol"] * 5) * 2  # blocks alternate
+    assert timed == ([("ref", ["a"])] * 5 + [("sol", ["b"])] * 5) * 2  # blocks alternate, each on its inputs

@@ -1,0 +1,47 @@
+"""Child processes: started ahead of their work, given it later, logged, killed."""
+import time
+
+from harness.isolate import Child, run_child
+from harness.shapes import bytes_of_files
+
+from conftest import ROOT
+
+WAITS_FOR_A_LINE = ["-c", "import sys, time; time.sleep(0.5); line = sys.stdin.readline().strip(); print('got', line)"]
+
+
+def test_a_child_started_ahead_gets_its_line_and_its_log(tmp_path):
+    child = Child(WAITS_FOR_A_LINE)
+    time.sleep(1.0)  # it has finished "importing" and waits
+    out = child.finish(tmp_path / "a.log", timeout=30, line="spec.json")
+    assert out.returncode == 0 and not out.timed_out
+    assert out.seconds < 5  # counted from finish, not from the start
+    assert (tmp_path / "a.log").read_text().strip() == "got spec.json"
+
+
+def test_timeout_counts_from_finish_and_kills(tmp_path):
+    child = Child(["-c", "import sys, time; sys.stdin.readline(); time.sleep(60)"])
+    time.sleep(1.5)
+    out = child.finish(tmp_path / "b.log", timeout=1.0, line="x")
+    assert out.timed_out and out.returncode is None and out.seconds < 10
+
+
+def test_an_unused_child_is_discarded_without_a_log(tmp_path):
+    child = Child(WAITS_FOR_A_LINE)
+    child.discard()
+    assert child.proc.returncode is not None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_child_gives_no_input(tmp_path):
+    out = run_child(["-c", "import sys; print(repr(sys.stdin.read()))"], tmp_path / "c.log", timeout=30)
+    assert out.returncode == 0 and (tmp_path / "c.log").read_text().strip() == "''"
+
+
+def test_problem_bytes_come_from_the_meta_device(tmp_path):
+    broken = tmp_path / "1_Broken.py"
+    broken.write_text("def get_inputs(:\n")
+    softmax = str(ROOT / "problems" / "level1" / "23_Softmax.py")
+    sizes = bytes_of_files([softmax, str(broken)])
+    assert sizes[str(broken)] is None  # no estimate: the task runs and meets its own error
+    assert sizes[softmax]["input_bytes"] == sizes[softmax]["output_bytes"] > 4e9  # a softmax's output is its input's size
+    assert sizes[softmax]["check_inputs"] >= 1  # its structured check sets, counted once here for every task
