@@ -52,7 +52,8 @@ def evaluate(
     one). `shape`: the problem's input and output bytes, for refusing a task
     that cannot fit before anything is allocated."""
     t0 = time.monotonic()
-    base = dict(problem=task.problem, solution_set=task.solution_set, solution_path=task.solution_path, log_path=str(log_path))
+    base = dict(problem=task.problem, solution_set=task.solution_set, solution_path=task.solution_path, log_path=str(log_path),
+                gpu=cfg.gpu_index)
     if not built.ok:
         if child is not None:
             child.discard()

@@ -135,6 +135,7 @@ class TaskResult:
     overhead_seconds: Optional[float] = None
     # Where the worker's seconds went inside its phases: inputs, timing, check_* parts.
     spent_seconds: dict[str, float] = field(default_factory=dict)
+    gpu: Optional[int] = None  # the CUDA device index it ran on, with --gpus
 
     @property
     def key(self) -> str:
