@@ -68,12 +68,14 @@ def default_cache_dir() -> Path:
 # Worker processes started ahead per GPU. `import torch` takes ~5 s on an H100
 # host and a small task ~1-2 s, so one ahead is not enough to hide it. Their
 # imports take host cores from the task being timed: at most one per 4 cores,
-# and none on a CPU run, where the host clock times the task.
+# and none on a CPU run, where the host clock times the task. KBENCH_PRESTART=0
+# turns it off (each task then starts its own worker when it begins).
 PRESTART = 4
 
 
 def _prestart_depth(device: str) -> int:
-    return 0 if device == "cpu" else max(1, min(PRESTART, (os.cpu_count() or 4) // 4))
+    wanted = int(os.environ.get("KBENCH_PRESTART", PRESTART))
+    return 0 if device == "cpu" or wanted <= 0 else min(wanted, max(1, (os.cpu_count() or 4) // 4))
 
 
 class Reporter(Protocol):
@@ -204,7 +206,9 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     build_stage.update(build_seconds=round(time.monotonic() - t0, 3),
                        builds_cached=sum(1 for b in built.values() if b.cached))
 
-    sizer.join()
+    sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
+    if sizer.is_alive():
+        reporter.note("finding the problems' sizes took over 120 s; tasks run without a memory estimate")
     work = Path(tempfile.mkdtemp(prefix="kbench-"))
     lock = threading.Lock()
     queue = list(enumerate(todo))

@@ -58,8 +58,6 @@ class TimingConfig:
     graph_below_ms: float = 0.05
 
 
-TIMING_MODES = ("auto", "events", "graph")
-
 
 @dataclass(frozen=True)
 class Samples:

@@ -45,3 +45,16 @@ def test_problem_bytes_come_from_the_meta_device(tmp_path):
     assert sizes[str(broken)] is None  # no estimate: the task runs and meets its own error
     assert sizes[softmax]["input_bytes"] == sizes[softmax]["output_bytes"] > 4e9  # a softmax's output is its input's size
     assert sizes[softmax]["check_inputs"] >= 1  # its structured check sets, counted once here for every task
+
+
+def test_workers_started_ahead_only_on_gpu_runs(monkeypatch):
+    from harness import pipeline
+
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("KBENCH_PRESTART", raising=False)
+    assert pipeline._prestart_depth("cpu") == 0  # the host clock times CPU tasks: no imports beside them
+    assert pipeline._prestart_depth("cuda") == 4
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 4)
+    assert pipeline._prestart_depth("cuda") == 1  # one per 4 cores
+    monkeypatch.setenv("KBENCH_PRESTART", "0")
+    assert pipeline._prestart_depth("cuda") == 0
