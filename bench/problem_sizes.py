@@ -32,6 +32,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from harness.shapes import nbytes  # noqa: E402
 PROBLEM_FILES = sorted(
     (ROOT / "problems").glob("level*/*.py"),
     key=lambda p: (p.parent.name, int(re.match(r"\d+", p.stem).group()) if re.match(r"\d+", p.stem) else 0),
@@ -54,14 +56,6 @@ def load(path: Path, small: bool):
         for name, value in SPECS[key_of(path)].small.items():
             setattr(module, name, copy.deepcopy(value))
     return module
-
-
-def nbytes(values) -> int:
-    if isinstance(values, torch.Tensor):
-        return values.numel() * values.element_size()
-    if isinstance(values, (list, tuple)):
-        return sum(nbytes(v) for v in values)
-    return 0
 
 
 def as_tuple(out):
@@ -135,7 +129,7 @@ def measure(path: Path, device: torch.device, timer: Timer, args):
     row = {"in_gb": nbytes(inputs) / GB}
     with torch.no_grad():
         out = model(*inputs)
-        row["out_gb"] = nbytes(as_tuple(out)) / GB
+        row["out_gb"] = nbytes(out) / GB
         del out
         row["ms"], row["ms_min"], row["ms_max"] = timer.time_ms(lambda: model(*inputs), args.warmup, args.reps)
         if cuda:

@@ -166,28 +166,33 @@ def compare_values(
 
     # Kernels per chunk are few and nothing syncs until the end: a 6 GB output is
     # compared five times per task. Sums accumulate on the device in float64.
-    def finite(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        return x.where(torch.isfinite(r), 0.0) if nonfinite else x
+    def finite_mask(r: torch.Tensor) -> torch.Tensor | None:
+        return torch.isfinite(r) if nonfinite else None
+
+    def finite(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return x if mask is None else x.where(mask, 0.0)
 
     flat_s, flat_r = sol.reshape(-1), ref.reshape(-1)
     dev = ref.device
 
     def abs_diff(i: int) -> torch.Tensor:
         r = flat_r[i : i + CHUNK]
-        return (finite(flat_s[i : i + CHUNK].double(), r) - finite(r.double(), r)).abs()
+        mask = finite_mask(r)
+        return (finite(flat_s[i : i + CHUNK].double(), mask) - finite(r.double(), mask)).abs()
 
     # First pass: norms (float64, chunked): |ref|^2, |sol-ref|^2, and against ref64.
     sums = torch.zeros(5, dtype=torch.float64, device=dev)
     abs_max = []
     for i, r in _chunks(ref):
-        r64 = finite(r.double(), r)
-        s64 = finite(flat_s[i : i + CHUNK].double(), r)
+        mask = finite_mask(r)
+        r64 = finite(r.double(), mask)
+        s64 = finite(flat_s[i : i + CHUNK].double(), mask)
         d = s64 - r64
         sums[0] += torch.dot(r64, r64)
         sums[1] += torch.dot(d, d)
         abs_max.append(d.abs().max())
         if ref64 is not None:
-            t = finite(ref64.reshape(-1)[i : i + CHUNK].to(dev).double(), r)
+            t = finite(ref64.reshape(-1)[i : i + CHUNK].to(dev).double(), mask)
             e, f = s64 - t, r64 - t
             sums[2] += torch.dot(t, t)
             sums[3] += torch.dot(e, e)
@@ -204,8 +209,9 @@ def compare_values(
     tiny = torch.finfo(cdt).tiny
 
     def excess_of(i: int, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        rc = finite(r.to(cdt), r)  # may be the reference itself: nothing below writes into it
-        diff = (finite(flat_s[i : i + CHUNK].to(cdt), r) - rc).abs_()
+        mask = finite_mask(r)
+        rc = finite(r.to(cdt), mask)  # may be the reference itself: nothing below writes into it
+        diff = (finite(flat_s[i : i + CHUNK].to(cdt), mask) - rc).abs_()
         ra = rc.abs()
         return diff / ra.mul(tol.rtol).add_(tol.atol_rms * rms).clamp_min_(tiny), diff, ra
 

@@ -21,11 +21,11 @@ with a note.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
-from . import load, timer
+from . import check, load, shapes, timer
 
 NAME = "cuda_graph"
 REPLAY_MS = 0.2  # calls per graph: enough that the event pair is ~1% of a replay
@@ -43,27 +43,13 @@ class Unavailable(Exception):
     """Graph timing cannot be used for this task; the message says why."""
 
 
-def _clone(inputs: list) -> list:
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def _nbytes(items: Any) -> int:
-    if isinstance(items, torch.Tensor):
-        return items.numel() * items.element_size()
-    if isinstance(items, (list, tuple)):
-        return sum(_nbytes(x) for x in items)
-    return 0
-
-
 class GraphSampler:
     """`calls` calls of a side over `copies` input copies, captured once; each
     replay is one sample, the mean time of a call."""
 
     def __init__(self, side: timer.Side, clock: timer.CudaClock, calls: int, copies: int):
         self.clock, self.calls = clock, calls
-        self.copies = [side.inputs] + [_clone(side.inputs) for _ in range(copies - 1)]
-        self.start = timer._EventBase(enable_timing=True)
-        self.end = timer._EventBase(enable_timing=True)
+        self.copies = [side.inputs] + [check.clone_inputs(side.inputs) for _ in range(copies - 1)]
         self.graph = _Graph()
         out = None
         with _graph_ctx(self.graph):
@@ -79,21 +65,10 @@ class GraphSampler:
         self.clock._sync()
 
     def block(self, n: int) -> tuple[list[float], list[float]]:
-        stream = timer._current_stream(self.clock.device)
-        events, walls = [], []
-        for _ in range(n):
-            self.clock.flush_buf.sum()
-            self.clock._sync()
-            t0 = timer._perf_counter()
-            if timer._gpu_sleep is not None:
-                timer._gpu_sleep(timer.LAUNCH_SHADOW_CYCLES)  # as in events mode: the launch is not timed
-            timer._event_record(self.start, stream)
-            _replay(self.graph)
-            timer._event_record(self.end, stream)
-            self.clock._sync()
-            walls.append((timer._perf_counter() - t0) * 1e3 / self.calls)
-            events.append(timer._event_elapsed(self.start, self.end) / self.calls)
-        return events, walls
+        """n replays, each timed exactly as events mode times one call (L2 flush,
+        launch shadow, events on the current stream); each gives the mean call."""
+        pairs = [self.clock.sample(lambda: _replay(self.graph)) for _ in range(n)]
+        return [e / self.calls for e, _ in pairs], [w / self.calls for _, w in pairs]
 
 
 def capture_all(
@@ -105,7 +80,7 @@ def capture_all(
     the L2 size cannot rotate its inputs out of L2, its back-to-back calls would
     pay each other's write-backs, and it takes >30 us, where events are accurate."""
     flush_bytes = clock.flush_buf.numel() * clock.flush_buf.element_size()  # twice the L2 size
-    traffic = [_nbytes(side.inputs) + _nbytes(side()) for side in sides]
+    traffic = [shapes.nbytes(side.inputs) + shapes.nbytes(side()) for side in sides]
     if auto and max(traffic) >= flush_bytes:
         return None
     calls = max(5, min(MAX_CALLS, math.ceil(REPLAY_MS / max(min(warm_ms), 1e-4))))

@@ -40,8 +40,13 @@ def _describe(x) -> str:
     return repr(x)
 
 
-def _bytes(xs) -> int:
-    return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
+def nbytes(values) -> int:
+    """Bytes of the tensors in a value, a list or a tuple, however nested."""
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(nbytes(v) for v in values)
+    return 0
 
 
 def _flatten(out) -> list:
@@ -68,8 +73,8 @@ def problem_shape(module) -> ProblemShape:
     return ProblemShape(
         inputs=tuple(_describe(x) for x in inputs),
         outputs=tuple(_describe(x) for x in out),
-        input_bytes=_bytes(inputs),
-        output_bytes=_bytes(out),
+        input_bytes=nbytes(inputs),
+        output_bytes=nbytes(out),
         flops=flops,
     )
 

@@ -48,6 +48,7 @@ class Worker:
         self.phase_seconds: dict[str, float] = {}
         # Seconds that are not the harness's own overhead: making inputs, timing.
         self.spent: dict[str, float] = {}
+        self.spending = False
 
     # -- plumbing -------------------------------------------------------------
     def phase(self, name: str) -> None:
@@ -60,30 +61,34 @@ class Worker:
 
     @contextlib.contextmanager
     def spend(self, what: str):
-        """Add the wall time of the block (device work included) to spent[what]."""
+        """Add the wall time of the block (device work included) to spent[what].
+        A block inside another counts only in the outer one (inputs made while
+        timing are timing), so the buckets never overlap."""
+        if self.spending:
+            yield
+            return
+        self.spending = True
         t0 = time.monotonic()
         try:
             yield
         finally:
             self.sync()
             self.spent[what] = self.spent.get(what, 0.0) + time.monotonic() - t0
+            self.spending = False
 
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def make_inputs(self, seed: int, which: str = "random", index: int = 0) -> list:
-        t0 = time.monotonic()
-        torch.manual_seed(seed)
-        with torch.device(self.device):
-            if which == "random":
-                inputs = list(self.problem.get_inputs())
-            else:
-                inputs = list(self.problem.get_check_inputs()[index])
-        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
-        self.sync()
-        self.spent["inputs"] = self.spent.get("inputs", 0.0) + time.monotonic() - t0
-        return inputs
+        with self.spend("inputs"):
+            torch.manual_seed(seed)
+            with torch.device(self.device):
+                if which == "random":
+                    inputs = list(self.problem.get_inputs())
+                else:
+                    inputs = list(self.problem.get_check_inputs()[index])
+            return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
     def call_solution(self, inputs: list) -> Any:
         before_threads = guard.live_threads()
@@ -250,9 +255,8 @@ class Worker:
         baseline = self._compiled_reference(inputs) if self.spec.get("compile_baseline") else None
         clock = timer.make_clock(self.device)
         cfg = timer.TimingConfig(**self.spec["timing"])
-        t0 = time.monotonic()
-        pair = timer.time_pair(ref, sol, clock, cfg, baseline, self._graph_validator(inputs))
-        self.spent["timing"] = time.monotonic() - t0
+        with self.spend("timing"):
+            pair = timer.time_pair(ref, sol, clock, cfg, baseline, self._graph_validator(inputs))
         if pair.note:
             self.notes.append(pair.note)
         self.check_tampering("while being timed")
@@ -342,7 +346,7 @@ class Worker:
                 )
         if speedup > 0 and (hi - lo) / 2 / speedup > NOISY_REL_CI:
             self.flags.add(Flag.NOISY)
-        in_bytes, out_bytes = _tensor_bytes(inputs), _tensor_bytes(check.flatten(out))
+        in_bytes, out_bytes = shapes.nbytes(inputs), shapes.nbytes(out)
         nbytes = in_bytes + out_bytes
         floor_ms = None
         bandwidth = self.spec.get("bandwidth_gbs")
@@ -384,13 +388,6 @@ def _write_into(buffers: list, values: list) -> None:
             b.copy_(v)
 
 
-def _tensor_bytes(items: list) -> int:
-    total = 0
-    for x in items:
-        x = x[1] if isinstance(x, tuple) else x
-        if isinstance(x, torch.Tensor):
-            total += x.numel() * x.element_size()
-    return total
 
 
 def run(spec: dict) -> dict:

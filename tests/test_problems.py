@@ -29,6 +29,8 @@ from typing import Callable, Dict, Optional
 import pytest
 import torch
 
+from harness.shapes import nbytes
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS_DIR = ROOT / "problems"
 PROBLEM_FILES = sorted(PROBLEMS_DIR.glob("level*/*.py"))
@@ -182,14 +184,6 @@ def load_problem(path: Path, small: bool = False):
     return module
 
 
-def tensor_bytes(values) -> int:
-    if isinstance(values, torch.Tensor):
-        return values.numel() * values.element_size()
-    if isinstance(values, (list, tuple)):
-        return sum(tensor_bytes(v) for v in values)
-    return 0
-
-
 def as_tuple(out):
     return out if isinstance(out, tuple) else (out,)
 
@@ -310,7 +304,7 @@ MAX_BYTES_80GB = 6.5e9
 def test_memory_budget(path):
     """Input and output bytes at real size (meta shapes) within the harness's budget."""
     module, model, inputs, out, checks = run_on_meta(path)
-    in_bytes, out_bytes = tensor_bytes(inputs), tensor_bytes(as_tuple(out))
+    in_bytes, out_bytes = nbytes(inputs), nbytes(out)
     spec = SPECS[_key(path)]
     max_in, max_out = (MAX_BYTES_80GB, MAX_BYTES_80GB) if spec.oversize else (MAX_INPUT_BYTES, MAX_OUTPUT_BYTES)
     assert in_bytes <= max_in, f"{_key(path)}: inputs are {in_bytes / 1e9:.2f} GB"
@@ -335,7 +329,7 @@ def test_small_cpu_run(path):
     spec = SPECS[key]
     module = load_problem(path, small=True)
     with torch.device("meta"):
-        meta_bytes = tensor_bytes(module.get_inputs())
+        meta_bytes = nbytes(module.get_inputs())
     assert meta_bytes <= MAX_SMALL_INPUT_BYTES, (
         f"{key}: the small overrides still give {meta_bytes / 1e6:.0f} MB of inputs")
 
