@@ -26,7 +26,8 @@ class EvalConfig:
     time: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)
     arch: str = ""
-    bandwidth_gbs: float | None = None
+    bandwidth_gbs: float | None = None  # copy: the basis of the HBM floor
+    read_gbs: float | None = None  # a read-only pass: with the copy, the bound below_roofline uses
     gpu_index: int | None = None
     compile_baseline: bool = False
 
@@ -73,6 +74,7 @@ def evaluate(
         "time": cfg.time,
         "timing": asdict(cfg.timing),
         "bandwidth_gbs": cfg.bandwidth_gbs,
+        "read_gbs": cfg.read_gbs,
         "compile_baseline": cfg.compile_baseline,
         "result_path": str(result_path),
         "phase_path": str(phase_path),

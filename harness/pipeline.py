@@ -171,16 +171,17 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         return rr
 
     save()
-    bandwidth = None
+    bandwidth: dict[str, float] = {}
     if cfg.device == "cuda" and cfg.time:
         from . import roofline
 
-        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ)))
-        if bandwidth is None:
+        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ))) or {}
+        if not bandwidth:
             reporter.note("could not measure the device's copy bandwidth: no roofline floor this run")
     eval_cfg = evaluate.EvalConfig(
         device=cfg.device, timeout=cfg.timeout, trials=cfg.trials, seed=cfg.seed, fp64=cfg.fp64, time=cfg.time,
-        timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth, compile_baseline=cfg.compile_baseline,
+        timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth.get("gbs"),
+        read_gbs=bandwidth.get("read_gbs"), compile_baseline=cfg.compile_baseline,
     )
     jobs = cfg.build_jobs or min(16, os.cpu_count() or 1)  # nvcc with torch headers takes 1-2 GB each
     build_cfg = build.BuildConfig(cfg.device, dev.arch, cfg.cache_dir / "builds", jobs, cfg.build_timeout, cfg.use_cache)

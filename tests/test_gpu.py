@@ -64,3 +64,21 @@ def test_microsecond_kernels_are_timed_in_cuda_graphs(run_cli, tmp_path):
                    "--timing-mode", "events")
     results = json.loads((tmp_path / "events" / "results.json").read_text())["results"]
     assert {r["timing"]["clock"] for r in results} == {"cuda_events"}, proc.stderr[-3000:]
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_gpu_count() < 2, reason="needs two CUDA GPUs")
+def test_two_gpus_share_the_tasks(run_cli, tmp_path):
+    """--gpus 0,1: one worker per GPU takes tasks from the same queue; every
+    verdict is as on one GPU, and each task records the GPU it ran on."""
+    proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(GRAPHS / "solutions"),
+                   "--gpus", "0,1", "--out", str(tmp_path / "r"), "--time-budget", "2", "--exit-zero")
+    results = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    assert len(results) == 3, proc.stderr[-3000:]
+    assert mismatches(results) == []
+    assert {r["gpu"] for r in results} == {0, 1}  # both took a task: each pops one as it starts
