@@ -5,7 +5,10 @@ was missed); 2 usage error (bad flag, missing folder); 130 interrupted.
 """
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -15,6 +18,30 @@ from harness.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse
 from harness.records import UserError
 
 DEFAULT_FAIL_ON = ",".join(sorted(f.value for f in DEFAULT_FAIL_FLAGS))
+
+
+INTERRUPTED = "interrupted; finished tasks are saved in the run folder: continue with --resume RUN_DIR"
+INTERRUPT_GRACE_S = 10.0
+
+
+def _interrupt_with_deadline(signum, frame) -> None:
+    """Ctrl-C during a run: KeyboardInterrupt as usual, which kills the workers and
+    closes the live display; and if that orderly stop has not ended the process
+    within INTERRUPT_GRACE_S (an interrupt that lands inside a lock can leave it
+    held), it ends here. Finished tasks are already in results.json."""
+    from harness.isolate import kill_all
+
+    def hard_exit() -> None:
+        kill_all()
+        sys.stderr.write(f"error: {INTERRUPTED}\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    timer = threading.Timer(INTERRUPT_GRACE_S, hard_exit)
+    timer.daemon = True
+    timer.start()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: a plain KeyboardInterrupt
+    raise KeyboardInterrupt
 
 
 class KbenchGroup(click.Group):
@@ -96,13 +123,16 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
         **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)
+    previous = signal.signal(signal.SIGINT, _interrupt_with_deadline)
     try:
         with reporter:
             results, out_dir = pipeline.run(cfg, reporter)
     except KeyboardInterrupt:
         kill_all()
-        console.error("interrupted; finished tasks are saved in the run folder: continue with --resume RUN_DIR")
+        console.error(INTERRUPTED)
         sys.exit(130)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     console.print_results(results, policy)
     verdict = gate(results.results, policy)
     console.note(f"wrote {out_dir}/results.json, results.csv, report.md")

@@ -137,6 +137,29 @@ def test_problem_with_syntax_error_is_a_load_error(run_cli, tmp_path):
     assert r["status"] == "load_error" and "1_Broken.py" in r["message"] and "SyntaxError" in r["message"]
 
 
+def test_ctrl_c_ends_the_process_even_if_the_orderly_stop_hangs(monkeypatch):
+    """The SIGINT handler raises KeyboardInterrupt and arms a deadline: if cleanup
+    then hangs (a lock left held by the interrupt), the process still exits 130."""
+    import threading
+
+    import cli
+    import harness.isolate
+
+    exited = threading.Event()
+    codes = []
+    monkeypatch.setattr(cli, "INTERRUPT_GRACE_S", 0.05)
+    monkeypatch.setattr(cli.os, "_exit", lambda code: (codes.append(code), exited.set()))
+    monkeypatch.setattr(harness.isolate, "kill_all", lambda: None)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli._interrupt_with_deadline(signal.SIGINT, None)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # a second Ctrl-C is plain
+        assert exited.wait(5) and codes == [130]  # the "hung" cleanup never returned; the deadline ended it
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
     out = tmp_path / "r"
     env = dict(os.environ, KBENCH_CACHE=str(kbench_cache), PYTHONUNBUFFERED="1")
