@@ -38,7 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", type=int, default=1, help="identical copies of the set in each run")
-    ap.add_argument("--source", type=Path, default=Path("solutions/kbench"), help="the solution set to measure")
+    ap.add_argument("--source", type=Path, default=ROOT / "solutions" / "kbench", help="the solution set to measure")
     ap.add_argument("--work", type=Path, help="scratch folder [default: a new temporary one]")
     ap.add_argument("kbench_args", nargs=argparse.REMAINDER, help="arguments after -- go to kbench run")
     a = ap.parse_args()
@@ -59,7 +59,7 @@ def main() -> None:
             if r["speedup"] is not None:
                 runs[i].append((r["speedup"], r["ref_ms"], r["sol_ms"]))
     prestart = os.environ.get("KBENCH_PRESTART", "default")
-    print(f"{a.runs} runs x {a.copies} copies of {a.source}; KBENCH_PRESTART={prestart}; "
+    print(f"{a.runs} runs x {a.copies} copies of {os.path.relpath(a.source)}; KBENCH_PRESTART={prestart}; "
           f"kbench run {' '.join(args)}\n")
     print("| task | sol ms | speedups (copies of a run between /) | within a run | across runs | ref ms | sol ms | "
           "target | met |")

@@ -21,7 +21,7 @@ def cached_bandwidth(cache_dir: Path, device_name: str, env: dict[str, str]) -> 
     the HBM floor; "read_gbs", a read-only pass, which an honest kernel that only
     reads can approach and a copy cannot. None if the measurement failed."""
     # v2: v1 timed 20 copies after a fixed 5, which on an idle GPU still ran at
-    # low clocks (2660 GB/s instead of 3020 on an H100), and it had no read figure.
+    # low clocks (2660 GB/s on an H100 that measures 2880-2930 warm), and it had no read figure.
     cache = cache_dir / "bandwidth-v2.json"
     table = json.loads(cache.read_text()) if cache.is_file() else {}
     if device_name in table:
