@@ -82,7 +82,8 @@ def problem_shape(module) -> ProblemShape:
 def bytes_of_files(paths: list[str]) -> dict[str, dict | None]:
     """Per problem file: input and output bytes, and how many structured check
     sets get_check_inputs() returns (None if it has none). None for a file the
-    meta device cannot run: its tasks then work these out themselves."""
+    meta device cannot run: its tasks then run without a memory estimate and
+    count their check sets themselves."""
     out: dict[str, dict | None] = {}
     for path in paths:
         try:

@@ -58,7 +58,6 @@ class TimingConfig:
     graph_below_ms: float = 0.05
 
 
-
 @dataclass(frozen=True)
 class Samples:
     event_ms: list[float]

@@ -390,8 +390,6 @@ def _write_into(buffers: list, values: list) -> None:
             b.copy_(v)
 
 
-
-
 def run(spec: dict) -> dict:
     w = Worker(spec)
     status, message = Status.OK, ""
@@ -426,7 +424,7 @@ def run(spec: dict) -> dict:
         "check": to_json_dict(w.check_result) if w.check_result else None,
         "timing": to_json_dict(w.timing) if w.timing else None,
         "phase_seconds": w.phase_seconds,
-        "spent": {k: round(v, 3) for k, v in getattr(w, "spent", {}).items()},
+        "spent": {k: round(v, 3) for k, v in w.spent.items()},
     }
 
 
