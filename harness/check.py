@@ -83,6 +83,10 @@ def flatten(out: Any, path: str = "output") -> list[tuple[str, Any]]:
 
 
 def _describe(x: Any) -> str:
+    kind = getattr(x, "kind", None)  # channel.Returned / Opaque: what the candidate returned
+    if isinstance(kind, str):
+        t = getattr(x, "tensor", None)
+        return f"{kind} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" if t is not None else kind
     if isinstance(x, torch.Tensor):
         return f"{type(x).__name__} {list(x.shape)} {str(x.dtype).replace('torch.', '')} on {x.device.type}"
     return type(x).__name__

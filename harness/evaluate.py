@@ -1,4 +1,9 @@
-"""Parent side of a task: start the worker, read its result, name its death."""
+"""kbench's side of a task: start the judge, hand it the spec, read its result, name its death.
+
+The judge (harness.judge) starts the candidate (harness.candidate) itself; the
+result comes back on a pipe only the judge holds, never through a file a
+solution could find and write.
+"""
 from __future__ import annotations
 
 import json
@@ -30,23 +35,30 @@ class EvalConfig:
     read_gbs: float | None = None  # a read-only pass: with the copy, the bound below_roofline uses
     gpu_index: int | None = None
     compile_baseline: bool = False
+    builds_dir: str = ""  # the build cache: torch's loader locks files beside a built extension
 
 
 def start_worker(cfg: EvalConfig) -> Child:
-    """A worker process that imports torch and the harness, then waits for the
-    path of its task's spec on stdin. Started ahead of its task, so the seconds
-    of `import torch` overlap the task before it."""
+    """A judge process (which starts its candidate process) that imports torch and
+    the harness, then waits for its task's spec on stdin. Started ahead of its
+    task, so the seconds of `import torch` overlap the task before it."""
     env = build.child_env(dict(os.environ))
     env["PYTHONUNBUFFERED"] = "1"
+    env["KBENCH_PARENT_PID"] = str(os.getpid())
+    if cfg.builds_dir:
+        env["KBENCH_WRITABLE"] = cfg.builds_dir  # the candidate's only writable folder beside its scratch
+    # Judge and candidate take turns on the CPU: idle OpenMP threads must sleep,
+    # not spin for 200 ms inside the other side's timed call.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     if cfg.gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
-    return Child(["-m", "harness.worker", "-"], env=env)
+    return Child(["-m", "harness.judge"], env=env, result_pipe=True)
 
 
 def evaluate(
-    task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path,
+    task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path | None = None,
     child: Child | None = None, shape: dict | None = None,
 ) -> TaskResult:
     """Run one task in a worker (`child`, started ahead by start_worker, or a new
@@ -60,10 +72,6 @@ def evaluate(
             child.discard()
         return TaskResult(**base, status=built.status, message=built.message, phase="build", seconds=built.seconds)
 
-    work_dir.mkdir(parents=True, exist_ok=True)
-    result_path, phase_path, spec_path = work_dir / "result.json", work_dir / "phase.txt", work_dir / "spec.json"
-    for p in (result_path, phase_path):
-        p.unlink(missing_ok=True)
     spec = {
         "problem_path": task.problem_path,
         "solution_path": task.solution_path,
@@ -76,15 +84,15 @@ def evaluate(
         "bandwidth_gbs": cfg.bandwidth_gbs,
         "read_gbs": cfg.read_gbs,
         "compile_baseline": cfg.compile_baseline,
-        "result_path": str(result_path),
-        "phase_path": str(phase_path),
         "extensions_dir": built.ext_dir,
         "shape": shape,
     }
-    spec_path.write_text(json.dumps(spec))
     child = child or start_worker(cfg)
-    outcome = child.finish(log_path, cfg.timeout, line=str(spec_path))
-    phase = phase_path.read_text().strip() if phase_path.is_file() else "start"
+    outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec))
+    messages = outcome.messages
+    phases = [m["phase"] for m in messages if isinstance(m.get("phase"), str)]
+    phase = phases[-1] if phases else "start"
+    data = next((m["result"] for m in messages if isinstance(m.get("result"), dict)), None)
     worker_seconds = time.monotonic() - t0
     seconds = built.seconds + worker_seconds
 
@@ -93,13 +101,12 @@ def evaluate(
             **base, status=Status.TIMEOUT, phase=phase, seconds=seconds,
             message=f"no result after {cfg.timeout:.0f} s (--timeout) during {phase}; process group killed",
         )
-    if not result_path.is_file():
+    if data is None:
         hint = _last_error_line(log_path)
         return TaskResult(
             **base, status=Status.CRASHED, phase=phase, seconds=seconds,
             message=f"worker {outcome.death} during {phase}" + (f": {hint}" if hint else ""),
         )
-    data = json.loads(result_path.read_text())
     timing = from_json_dict(Timing, data["timing"]) if data.get("timing") else None
     check = from_json_dict(CheckResult, data["check"]) if data.get("check") else None
     flags = tuple(Flag(f) for f in data["flags"])
@@ -126,6 +133,8 @@ def evaluate(
         phase_seconds=data.get("phase_seconds", {}),
         overhead_seconds=round(worker_seconds - not_overhead, 3),
         spent_seconds=spent,
+        custom_share=data.get("custom_share"),
+        sandbox=data.get("sandbox"),
     )
 
 

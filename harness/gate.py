@@ -5,7 +5,9 @@ from dataclasses import dataclass, field
 
 from .records import Flag, Status, TaskResult, UserError
 
-DEFAULT_FAIL_FLAGS = frozenset({Flag.TAMPERING, Flag.UNTIMED_WORK, Flag.INPUT_MUTATION, Flag.BELOW_ROOFLINE})
+DEFAULT_FAIL_FLAGS = frozenset(
+    {Flag.TAMPERING, Flag.UNTIMED_WORK, Flag.INPUT_MUTATION, Flag.BELOW_ROOFLINE, Flag.TIMING_MISMATCH}
+)
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 

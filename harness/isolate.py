@@ -1,12 +1,18 @@
-"""The only module that starts processes.
+"""The only module of kbench's own process that starts processes.
 
 Each child gets its own process group (so a timeout kills nvcc, ninja and any
 thread or grandchild with it), its stdout and stderr go to a size-capped log,
 and its death, whatever form it takes, becomes a ChildOutcome, never an
-exception in the parent.
+exception in the parent. A judge child also gets a result pipe: JSON lines
+that only it can write (see harness/judge/main.py).
+
+kbench is a child subreaper: a process a solution starts and detaches (a
+double fork, a new session) is reparented here rather than to init, and
+every child that finishes is followed by a sweep that kills such orphans.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +21,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import sandbox
 
 LOG_HEAD_BYTES = 2 * 1024 * 1024  # what a log keeps from the start of the output
 LOG_TAIL_BYTES = 256 * 1024  # and from its end: the last lines often hold the error
@@ -26,6 +34,7 @@ class ChildOutcome:
     timed_out: bool
     seconds: float
     dropped_log_bytes: int
+    messages: tuple = ()  # JSON objects the child wrote to its result pipe
 
     @property
     def death(self) -> str:
@@ -74,7 +83,55 @@ class _CappedLog:
         return self.dropped
 
 
+class _ResultPipe:
+    """Reads JSON lines from a child's result pipe (at most MAX_RESULT_BYTES)."""
+
+    MAX_RESULT_BYTES = 64 << 20
+
+    def __init__(self):
+        self.read_fd, self.write_fd = os.pipe()
+        self.messages: list[dict] = []
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+
+    def start(self) -> None:
+        os.close(self.write_fd)  # the child holds the only write end now
+        self.thread.start()
+
+    def _drain(self) -> None:
+        got = 0
+        with os.fdopen(self.read_fd, "rb") as f:
+            for line in f:
+                got += len(line)
+                if got > self.MAX_RESULT_BYTES:
+                    break
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    self.messages.append(obj)
+
+    def close(self, timeout: float = 10.0) -> tuple:
+        self.thread.join(timeout)
+        return tuple(self.messages)
+
+
 _live: set[subprocess.Popen] = set()
+_reaper_ready = False
+
+
+def _become_reaper() -> None:
+    """Once per kbench process: orphans of any child come back here to be killed."""
+    global _reaper_ready
+    if not _reaper_ready:
+        sandbox.become_subreaper()
+        _reaper_ready = True
+
+
+def sweep_orphans() -> int:
+    """Kill every child of kbench that is not a child it started and still uses:
+    processes a solution detached (reparented here, kbench being a subreaper)."""
+    return sandbox.kill_descendants(exclude={p.pid for p in list(_live)})
 
 
 class Child:
@@ -83,7 +140,12 @@ class Child:
     GPU host) and wait for one line on stdin; `finish` sends that line, names
     the log, and waits at most `timeout` seconds from then."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
+                 result_pipe: bool = False):
+        _become_reaper()
+        self.results = _ResultPipe() if result_pipe else None
+        if self.results is not None:
+            args = [*args, str(self.results.write_fd)]
         self.proc = subprocess.Popen(
             [sys.executable, *args],
             stdin=subprocess.PIPE,
@@ -92,8 +154,11 @@ class Child:
             start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
             env=env,
             cwd=cwd,
+            pass_fds=(self.results.write_fd,) if self.results is not None else (),
         )
         _live.add(self.proc)
+        if self.results is not None:
+            self.results.start()
         self.log = _CappedLog(self.proc.stdout)
 
     def finish(self, log_path: Path, timeout: float, line: str | None = None) -> ChildOutcome:
@@ -118,12 +183,15 @@ class Child:
                 kill_group(proc)
                 proc.wait()
             _live.discard(proc)
+        sweep_orphans()
+        messages = self.results.close() if self.results is not None else ()
         dropped = self.log.close(log_path)
         return ChildOutcome(
             returncode=None if timed_out else proc.returncode,
             timed_out=timed_out,
             seconds=time.monotonic() - start,
             dropped_log_bytes=dropped,
+            messages=messages,
         )
 
     def discard(self) -> None:
@@ -131,6 +199,8 @@ class Child:
         kill_group(self.proc)
         self.proc.wait()
         _live.discard(self.proc)
+        if self.results is not None:
+            self.results.close(1.0)
         self.log.close(None)
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -182,6 +180,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         device=cfg.device, timeout=cfg.timeout, trials=cfg.trials, seed=cfg.seed, fp64=cfg.fp64, time=cfg.time,
         timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth.get("gbs"),
         read_gbs=bandwidth.get("read_gbs"), compile_baseline=cfg.compile_baseline,
+        builds_dir=str((cfg.cache_dir / "builds").resolve()),
     )
     jobs = cfg.build_jobs or min(16, os.cpu_count() or 1)  # nvcc with torch headers takes 1-2 GB each
     build_cfg = build.BuildConfig(cfg.device, dev.arch, cfg.cache_dir / "builds", jobs, cfg.build_timeout, cfg.use_cache)
@@ -210,7 +209,6 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
     if sizer.is_alive():
         reporter.note("finding the problems' sizes took over 120 s; tasks run without a memory estimate")
-    work = Path(tempfile.mkdtemp(prefix="kbench-"))
     lock = threading.Lock()
     queue = list(enumerate(todo))
     started = [0]
@@ -239,12 +237,12 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
                                         "not run: the GPU failed its health check after an earlier task",
                                         phase="start", log_path=str(log_path))
                 elif not built[task.key].ok:
-                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, work / str(i))
+                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path)
                 else:
                     child = ready.pop(0) if ready else evaluate.start_worker(task_cfg)
                     while len(ready) < min(depth, left):
                         ready.append(evaluate.start_worker(task_cfg))
-                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, work / str(i), child,
+                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, None, child,
                                                sizes.get(task.problem_path))
                 result = replace(result, fingerprint=prints[task.key])
                 with lock:
@@ -279,7 +277,6 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         for children in first.values():  # a GPU thread that never took a task
             for child in children:
                 child.discard()
-        shutil.rmtree(work, ignore_errors=True)
     return save(finished=True), out_dir
 
 

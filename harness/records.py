@@ -36,6 +36,9 @@ class Flag(str, enum.Enum):
     UNTIMED_WORK = "untimed_work"
     BELOW_ROOFLINE = "below_roofline"
     NOISY = "noisy"
+    # The candidate's self-reported sample times do not fit the wall time the
+    # judge measured around them: no speedup is reported.
+    TIMING_MISMATCH = "timing_mismatch"
 
 
 class UserError(Exception):
@@ -110,6 +113,12 @@ class Timing:
     bytes_moved: Optional[int] = None
     compiled: Optional[SideTiming] = None  # the reference under torch.compile (--compile-baseline)
     speedup_vs_compiled: Optional[float] = None
+    # The bound on the candidate's self-report: the cost of an empty request to its
+    # process, and the median wall time per call outside the timed region as the
+    # judge measured it for each side (they must agree within an allowance).
+    rtt_ms: Optional[float] = None
+    ref_outside_ms: Optional[float] = None
+    sol_outside_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,12 @@ class TaskResult:
     # Where the worker's seconds went inside its phases: inputs, timing, check_* parts.
     spent_seconds: dict[str, float] = field(default_factory=dict)
     gpu: Optional[int] = None  # the CUDA device index it ran on, with --gpus
+    # Share of one profiled forward's work done by the solution's own code (its
+    # kernels vs PyTorch's); None when unknown. no_custom_kernel below 2%.
+    custom_share: Optional[float] = None
+    # How the candidate's process was confined ("landlock ABI 7: ..."), or None
+    # when it ran unconfined (no Landlock in this kernel, or it never started).
+    sandbox: Optional[str] = None
 
     @property
     def key(self) -> str:

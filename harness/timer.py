@@ -1,26 +1,21 @@
-"""Time reference and candidate under identical conditions.
+"""Clocks: how one call is timed, the same way on both sides.
 
 Rules (see README, "How kbench times"): CUDA events on the stream the call
-runs on; L2 flushed before every timed call, outside the events; warm-up by
-time; reference and candidate interleaved in blocks on the same inputs; at
-least `min_samples` each, then until both medians are known to about 1% or
-the budget runs out. Every sample also carries the wall time around a
-device-wide synchronize, so work that escapes the events shows up.
-
-Kernels of a few microseconds are timed inside a CUDA graph instead
-(graph_clock.py), where launch gaps no longer swamp them; `TimingConfig.mode`
-picks, and the result records which clock timed the task.
+runs on; L2 flushed before every timed call, outside the events; every sample
+also carries the wall time around a device-wide synchronize, so work that
+escapes the events shows up. The judge times the reference with these clocks
+in its process and the candidate times the solution with the same code in its
+own (judge/timing.py interleaves them and bounds what the candidate reports).
 
 The clock functions are captured when this module is imported, before any
 solution code runs, so a solution that patches torch.cuda.Event or
-time.perf_counter does not change what kbench measures.
+time.perf_counter in its process is reported as tampering rather than obeyed.
 """
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -56,23 +51,6 @@ class TimingConfig:
     # moves less than twice the L2 size (graph_clock.capture_all); "events"; "graph".
     mode: str = "auto"
     graph_below_ms: float = 0.05
-
-
-@dataclass(frozen=True)
-class Samples:
-    event_ms: list[float]
-    wall_ms: list[float]
-
-
-@dataclass(frozen=True)
-class PairResult:
-    ref: Samples
-    sol: Samples
-    stop_reason: str
-    clock: str
-    event_overhead_ms: float | None
-    baseline: Samples | None = None
-    note: str | None = None  # why CUDA graphs were wanted but not used
 
 
 class _Clock:
@@ -150,95 +128,3 @@ class CpuClock(_Clock):
 
 def make_clock(device: torch.device) -> _Clock:
     return CudaClock(device) if device.type == "cuda" else CpuClock()
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a comparison: `call(inputs)` runs one call and returns its
-    output; `inputs` are what it is timed on (graph mode also times it on copies)."""
-
-    call: Callable[[list], Any]
-    inputs: list
-
-    def __call__(self) -> Any:
-        return self.call(self.inputs)
-
-
-class _EventSampler:
-    """A block of samples = that many separately timed calls."""
-
-    def __init__(self, fn: Callable, clock: _Clock):
-        self.fn, self.clock = fn, clock
-
-    def block(self, n: int) -> tuple[list[float], list[float]]:
-        pairs = [self.clock.sample(self.fn) for _ in range(n)]
-        return [e for e, _ in pairs], [w for _, w in pairs]
-
-
-def time_pair(
-    ref: Side,
-    sol: Side,
-    clock: _Clock,
-    cfg: TimingConfig,
-    baseline: Side | None = None,
-    validate_graphs: Callable | None = None,
-) -> PairResult:
-    """Time reference and candidate (and an optional baseline, e.g. the reference
-    under torch.compile) interleaved in blocks until every median is known.
-
-    `validate_graphs(samplers)`, given the captured graphs in the same order,
-    must raise if they do not compute what the sides compute; graph mode is
-    then dropped for plain events."""
-    sides = [ref, sol] + ([baseline] if baseline is not None else [])
-    overhead = clock.empty_pair_ms()
-    warm = [_warm_up(side, clock, cfg.warmup_s) for side in sides]
-    samplers: list = [_EventSampler(side, clock) for side in sides]
-    clock_name, note = clock.name, None
-    if _wants_graphs(cfg, clock, warm):
-        from . import graph_clock
-
-        try:
-            graphs = graph_clock.capture_all(sides, clock, [stats.median(w) for w in warm], validate_graphs,
-                                             auto=cfg.mode == "auto")
-            if graphs is not None:
-                samplers, overhead = graphs
-                clock_name = graph_clock.NAME
-        except graph_clock.Unavailable as e:
-            note = f"timed with events, not CUDA graphs: {e}"
-    out = [Samples([], []) for _ in sides]
-    deadline = _perf_counter() + cfg.budget_s
-    stop = "max_samples"
-    gc.collect()
-    gc.disable()  # a collection inside a timed call would be charged to that call
-    try:
-        while len(out[1].event_ms) < cfg.max_samples:
-            for sampler, into in zip(samplers, out):
-                events, walls = sampler.block(cfg.block)
-                into.event_ms.extend(events)
-                into.wall_ms.extend(walls)
-            if len(out[1].event_ms) >= cfg.min_samples:
-                if all(stats.relative_ci_halfwidth(s.event_ms) <= cfg.target_rel_ci for s in out):
-                    stop = "converged"
-                    break
-                if _perf_counter() > deadline:
-                    stop = "budget"
-                    break
-    finally:
-        gc.enable()
-    return PairResult(out[0], out[1], stop, clock_name, overhead, out[2] if baseline is not None else None, note)
-
-
-def _wants_graphs(cfg: TimingConfig, clock: _Clock, warm: list[list[float]]) -> bool:
-    if cfg.mode == "events" or not isinstance(clock, CudaClock):
-        return False
-    return cfg.mode == "graph" or min(stats.median(w) for w in warm) < cfg.graph_below_ms
-
-
-def _warm_up(fn: Callable, clock: _Clock, seconds: float) -> list[float]:
-    """At least 3 calls and `seconds` of them: the first calls may autotune,
-    allocate or load modules. Returns the timed ms of the calls after the first."""
-    t0 = _perf_counter()
-    times: list[float] = []
-    while len(times) < 3 or (_perf_counter() - t0 < seconds and len(times) < 1000):
-        times.append(clock.sample(fn)[0])
-    return times[1:]

@@ -1,10 +1,11 @@
-"""Tamper and escape detection inside the worker.
+"""Tamper and escape detection inside the candidate's process.
 
-kbench's own clocks are captured before solution code runs (timer.py), so
-tampering cannot change the measurement; this module reports it. It also
-watches for work that escapes the timed call (threads left running) and
-decides whether a custom kernel actually ran, from the calls made during
-forward, not from the source text.
+Nothing here decides a verdict: the judge lives in another process, so a patch
+cannot change a comparison or a reference time. What a patch can still change
+is what this process reports (its own samples), so every replacement of a
+torch function, a Tensor method or a kbench module global is reported as
+`tampering`, which fails the gate. A solution that patches this module too is
+not defended against here; the judge's wall-time bound and fingerprints are.
 """
 from __future__ import annotations
 
@@ -41,7 +42,12 @@ WATCHED = (
     "torch.Tensor.double",
     "torch.nn.Module.__call__",
 )
-HARNESS_MODULES = ("harness.timer", "harness.graph_clock", "harness.check", "harness.guard", "harness.worker", "harness.stats")
+# Namespaces whose every public callable is watched: a solution that wraps
+# torch.softmax (to slow a reference it hopes shares its process) or
+# torch.isnan (to blind a checker) replaces one of these.
+NAMESPACES = ("torch", "torch.nn.functional", "torch.Tensor", "torch.cuda", "torch.linalg", "torch.fft",
+              "torch.special", "torch.nn.Module", "torch.autograd", "torch.testing", "time", "gc", "os")
+HARNESS_PREFIX = "harness."
 
 
 def _resolve(dotted: str) -> Any:
@@ -58,13 +64,21 @@ def _resolve(dotted: str) -> Any:
 
 
 def snapshot() -> dict[str, int]:
-    """Identity of every watched attribute and every harness module global."""
+    """Identity of every watched attribute, every public callable of the watched
+    namespaces and every global of kbench's modules loaded in this process."""
     snap = {name: id(_resolve(name)) for name in WATCHED}
-    for mod_name in HARNESS_MODULES:
-        mod = sys.modules.get(mod_name)
-        if mod is not None:
-            for key, value in vars(mod).items():
-                snap[f"{mod_name}.{key}"] = id(value)
+    for ns_name in NAMESPACES:
+        ns = _resolve(ns_name)
+        if ns is None:
+            continue
+        for key, value in list(vars(ns).items()):
+            if not key.startswith("_") and callable(value):
+                snap[f"{ns_name}.{key}"] = id(value)
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith(HARNESS_PREFIX) and mod is not None:
+            for key, value in list(vars(mod).items()):
+                if not (key.startswith("__") and key.endswith("__")):
+                    snap[f"{mod_name}.{key}"] = id(value)
     return snap
 
 

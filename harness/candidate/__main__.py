@@ -1,0 +1,24 @@
+"""python -m harness.candidate FD SCRATCH: confine this process first, then serve.
+
+Landlock confines the calling thread and the threads it starts later, so the
+sandbox goes on before `import torch` starts any: writes only under SCRATCH
+and the build cache (where torch's loader takes a lock beside the built
+extension; the judge verifies every build's hash before use), no TCP, no
+signals to processes outside.
+"""
+import os
+import sys
+
+from harness import sandbox
+
+_scratch = sys.argv[2]
+_writable = [_scratch] + [p for p in os.environ.get("KBENCH_WRITABLE", "").split(os.pathsep) if p]
+try:
+    os.environ["KBENCH_SANDBOX"] = sandbox.restrict(_writable)
+except sandbox.SandboxUnavailable as e:
+    os.environ["KBENCH_SANDBOX"] = ""
+    print(f"[kbench] candidate not sandboxed: {e}", flush=True)
+
+from harness.candidate.serve import main  # noqa: E402 - after the sandbox, on purpose
+
+main()

@@ -1,0 +1,220 @@
+"""The candidate's process: import the solution, run what the judge asks, return data.
+
+Run as: python -m harness.candidate FD SCRATCH (started by the judge, ahead of
+its task). FD is its end of the channel; SCRATCH the only folder it may write.
+Nothing it sends is a verdict: outputs, sample times and projections are data
+the judge checks. __main__ confined the process before torch was imported
+(Landlock); this module captures kbench's clocks before the solution is.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import sys
+from typing import Any
+
+# Before any solution code: the clocks and graph functions are captured at import.
+import torch
+
+from harness import channel, fingerprint, graph_clock, sandbox, timer  # noqa: F401 - timer: clocks captured now
+from harness.candidate import custom, guard
+
+
+class Candidate:
+    def __init__(self, sock: socket.socket, scratch: str):
+        self.sock, self.scratch = sock, scratch
+        self.device = torch.device("cpu")
+        self.model: Any = None
+        self.snapshot: dict = {}
+        self.keep: list = []  # mappings of lent tensors
+        self.timing_copies: list[list] = []
+        self.last_out: Any = None
+        self.clock: Any = None
+        self.graph: graph_clock.GraphSampler | None = None
+        self.hooks = None
+        self.threads_left: list[str] = []
+
+    # -- replies ---------------------------------------------------------------
+    def reply(self, header: dict, payload: Any = None, has_payload: bool = False, guard_check: bool = True) -> None:
+        """Send a reply. The guard's check (milliseconds: it walks torch's namespaces)
+        is left out of timed samples, whose wall time the judge bounds; the next
+        reply that carries it covers them."""
+        blobs: list[bytes] = []
+        if has_payload:
+            header["output"] = channel.encode(payload, [], blobs, by_copy=True)
+        if guard_check:
+            header["tampered"] = self._tampered()
+        channel.send(self.sock, header, blobs)
+
+    def _tampered(self) -> list[str]:
+        return guard.changed(self.snapshot)[:8] if self.snapshot else []
+
+    def lent(self, desc: Any, fds: list[int]) -> Any:
+        return channel.decode(desc, fds, [], self.keep)
+
+    # -- operations ------------------------------------------------------------
+    def op_load(self, msg: dict, fds: list[int]) -> None:
+        from harness import build, load
+
+        self.device = torch.device(msg["device"])
+        if msg.get("ext_dir"):
+            # Where the build process left this solution's extension: load_inline finds it there.
+            os.environ["TORCH_EXTENSIONS_DIR"] = msg["ext_dir"]
+        confined = os.environ.get("KBENCH_SANDBOX") or None  # set by __main__ before torch was imported
+        # True fp32 for everyone unless a solution asks otherwise (cuDNN's TF32 default
+        # would fail even the reference as its own solution).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.hooks = load.install_build_hooks(self.device.type)
+        self.snapshot = guard.snapshot()
+        init = self.lent(msg["init"], fds)
+        state = self.lent(msg["state"], fds)
+        base = {"sandbox": confined}
+        try:
+            module = load.load_solution(msg["solution_path"], self.device.type)
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a solution may raise anything
+            status, message = build.import_failure(e, self.hooks, self.device.type)
+            return self.reply({**base, "ok": False, "status": status.value, "message": message})
+        torch.manual_seed(msg["seed"])
+        try:
+            with torch.device(self.device):
+                model = module.ModelNew(*init)
+                if isinstance(model, torch.nn.Module):
+                    model = model.to(self.device)
+        except (Exception, SystemExit) as e:  # noqa: BLE001
+            return self.reply({**base, "ok": False, "status": "load_error",
+                               "message": f"ModelNew(*get_init_inputs()) raised: {load.last_line(e)}"})
+        _share_weights(model, dict(state))
+        self.model = model
+        self.clock = timer.make_clock(self.device)
+        self.reply({**base, "ok": True})
+
+    def call(self, inputs: list) -> Any:
+        before = guard.live_threads()
+        with torch.no_grad():
+            out = self.model(*inputs)
+        self.threads_left = guard.new_threads(before)
+        return out
+
+    def op_call(self, msg: dict, fds: list[int]) -> None:
+        inputs = self.lent(msg["inputs"], fds)
+        self.last_out = None
+        info = None
+        if msg.get("profile"):
+            out, info = custom.measure(lambda: self.call(inputs), self.device, self.hooks.extension_names)
+        else:
+            out = self.call(inputs)
+        self._sync()
+        self.last_out = out
+        self.reply({"threads": self.threads_left[:3], "custom": info}, out, has_payload=True)
+
+    def op_bind(self, msg: dict, fds: list[int]) -> None:
+        """The judge lends the buffers timed calls read; it rewrites them between calls."""
+        self.timing_copies = self.lent(msg["copies"], fds)
+        self.graph = None
+        # No collection inside a timed call, as on the judge's side (its samples are
+        # the yardstick for this process's overhead); back on with the output request.
+        gc.collect()
+        gc.disable()
+        self.reply({})
+
+    def op_sample(self, msg: dict, fds: list[int]) -> None:
+        inputs = self.timing_copies[msg.get("copy", 0)]
+
+        def timed():
+            self.last_out = None  # free the previous output before the next call allocates
+            self.last_out = self.call(inputs)
+
+        ms, wall = self.clock.sample(timed)
+        fp = fingerprint.project(self.last_out, msg["fp_seed"])
+        self.reply({"ms": ms, "wall_ms": wall, "fp": fp, "threads": self.threads_left[:3]}, guard_check=False)
+
+    def op_graph_capture(self, msg: dict, fds: list[int]) -> None:
+        try:
+            self.graph = graph_clock.GraphSampler(self.call, self.timing_copies, self.clock, msg["calls"],
+                                                  keep_all=msg.get("keep_all", False))
+            self.graph.replay()
+        except Exception as e:  # noqa: BLE001 - capture rejects syncs, host copies, unjoined streams...
+            self.graph = None
+            graph_clock.settle(self.clock)
+            return self.reply({"ok": False, "message": f"capture failed: {str(e).splitlines()[0][:200]}"})
+        self.reply({"ok": True})
+
+    def op_graph_sample(self, msg: dict, fds: list[int]) -> None:
+        ms, wall = self.graph.sample()
+        fp = [fingerprint.project(o, msg["fp_seed"]) for o in self.graph.outputs()]
+        self.reply({"ms": ms, "wall_ms": wall, "fp": fp}, guard_check=False)
+
+    def op_graph_replay(self, msg: dict, fds: list[int]) -> None:
+        self.graph.replay()
+        self.reply({}, self.graph.outputs()[-1], has_payload=True)
+
+    def op_output(self, msg: dict, fds: list[int]) -> None:
+        gc.enable()
+        self.reply({}, self.last_out, has_payload=True)
+
+    def op_ping(self, msg: dict, fds: list[int]) -> None:
+        channel.send(self.sock, {})
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # -- loop ------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            msg, _blobs, fds = channel.recv(self.sock)
+            op = msg.get("op")
+            if op == "exit":
+                return
+            handler = getattr(self, f"op_{op}", None)
+            try:
+                handler(msg, fds)
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - the solution raised: report, keep serving
+                import traceback
+
+                from harness import load
+
+                traceback.print_exc()
+                err = load.last_line(e) if isinstance(e, BaseException) else str(e)
+                kind = "out_of_memory" if isinstance(e, torch.OutOfMemoryError) else "exception"
+                if isinstance(e, SystemExit):
+                    err = f"the solution called sys.exit({e.code!r})"
+                channel.send(self.sock, {"error": err[:600], "kind": kind, "tampered": self._tampered()})
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+
+def _share_weights(model: Any, ref_state: dict) -> None:
+    """Same parameters on both sides where the names and shapes agree, so that a
+    candidate that creates its layers in another order is not failed for that."""
+    if not isinstance(model, torch.nn.Module) or not ref_state:
+        return
+    own = model.state_dict()
+    if own.keys() == ref_state.keys() and all(own[k].shape == ref_state[k].shape for k in own):
+        model.load_state_dict(ref_state)
+
+
+def main() -> None:
+    fd, scratch = int(sys.argv[1]), sys.argv[2]
+    sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_JUDGE_PID", os.getppid())))
+    # Seconds of imports, done while waiting for the task; and before the guard's
+    # snapshot, since importing torch._dynamo (the profiler does) rewraps torch.manual_seed.
+    import torch._dynamo  # noqa: F401
+    import torch.profiler  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+
+    sock = socket.socket(fileno=fd)
+    try:
+        Candidate(sock, scratch).serve()
+    except channel.ChannelError:
+        pass  # the judge is gone or done
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: solution atexit hooks and CUDA teardown can hang
+
+
+if __name__ == "__main__":
+    main()

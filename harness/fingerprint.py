@@ -1,0 +1,101 @@
+"""A cheap check of every timed call's output: random projections.
+
+The output of each timed call is reduced to one number per tensor,
+sum(out * w) with w drawn from a seed the judge picks for that call, and the
+judge compares it with the same projection of the reference's output on the
+same inputs. A replayed, memoized or skipped call gives a different number;
+an honest one differs only by rounding. With w ~ N(0, 1) the difference is
+distributed as N(0, |out - ref|^2), so the judge allows FP_SIGMAS times the
+check's own L2 tolerance: a false alarm is a 6-sigma event, and a wrong output
+(error far above the tolerance) is caught on almost every call.
+
+Used on both sides: the candidate projects its outputs, the judge its
+reference's. The projection reads the whole output, as the call that made it
+must have written it, so it cannot be computed more cheaply than the output
+for the problems kbench evaluates; any work the candidate does here instead
+of in the timed call shows in the wall time the judge measures.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+FP_SIGMAS = 6.0
+_weights: dict[tuple, torch.Tensor] = {}  # one weight vector per task and output: drawn once, not per call
+
+
+def _leaves(out: Any) -> list:
+    if isinstance(out, (list, tuple)):
+        return [x for item in out for x in _leaves(item)]
+    return [out]
+
+
+ROW = 4096  # the weights: one row of this many, the same for every row of the output
+
+
+def _w(seed: int, k: int, device: torch.device) -> torch.Tensor:
+    """The weights for output leaf k, drawn once per task (a sample pays one pass
+    over its output). Knowing them in advance gives no shortcut: the projection
+    still needs every element of the output."""
+    key = (seed, k, str(device))
+    if key not in _weights:
+        if len(_weights) > 16:
+            _weights.clear()
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed * 1000003 + k)
+        _weights[key] = torch.randn(ROW, generator=gen, device=device, dtype=torch.float32)
+    return _weights[key]
+
+
+def _project_one(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """[sum(out * w), |out|^2] in float64 from float32 row dot products (one
+    matrix-vector product: rounding near 1e-7 * sqrt(ROW), far inside the 1e-5
+    the comparison allows)."""
+    full = flat.numel() - flat.numel() % ROW
+    proj = torch.zeros((), dtype=torch.float64, device=flat.device)
+    if full:
+        proj = proj + torch.mv(flat[:full].view(-1, ROW), w).double().sum()
+    if full < flat.numel():
+        proj = proj + torch.dot(flat[full:].double(), w[: flat.numel() - full].double())
+    norm = torch.linalg.vector_norm(flat, dtype=torch.float64) if flat.numel() else proj * 0
+    return torch.stack([proj, norm * norm])
+
+
+def project(out: Any, seed: int) -> list[list[float]]:
+    """[projection, squared norm] per output leaf (non-tensors: their value, 0)."""
+    sums, plain = [], []
+    for k, t in enumerate(_leaves(out)):
+        if not isinstance(t, torch.Tensor):
+            plain.append((k, [float(t) if isinstance(t, (int, float, bool)) else 0.0, 0.0]))
+            continue
+        t = t.detach()
+        if t.is_complex():
+            t = torch.view_as_real(t)
+        flat = t.reshape(-1)
+        if flat.dtype != torch.float32:
+            flat = flat.float()
+        sums.append((k, flat, _project_one(flat, _w(seed, k, t.device))))
+    out_list: list[list[float]] = [[0.0, 0.0]] * (len(sums) + len(plain))
+    for k, flat, acc in sums:
+        values = acc.tolist()
+        if not all(abs(v) < float("inf") for v in values):  # NaN or Inf: project the finite part
+            finite = torch.nan_to_num(flat, nan=0.0, posinf=0.0, neginf=0.0)
+            values = _project_one(finite, _w(seed, k, flat.device)).tolist()
+        out_list[k] = values
+    for k, v in plain:
+        out_list[k] = v
+    return out_list
+
+
+def mismatch(sol: list, ref: list, rel_tolerance: float) -> str | None:
+    """Why the candidate's projections cannot come from a correct output, or None."""
+    if not isinstance(sol, list) or len(sol) != len(ref):
+        return f"{len(sol) if isinstance(sol, list) else '?'} outputs vs {len(ref)}"
+    for k, (s, r) in enumerate(zip(sol, ref)):
+        if not (isinstance(s, list) and len(s) == 2 and all(isinstance(v, (int, float)) for v in s)):
+            return f"output {k}: malformed fingerprint"
+        allowed = FP_SIGMAS * max(rel_tolerance, 1e-7) * r[1] ** 0.5 + 1e-9 * abs(r[0]) + 1e-30
+        if not abs(s[0] - r[0]) <= allowed:  # `not <=` so that NaN fails
+            return f"output {k}: projection {s[0]:.6e} vs reference {r[0]:.6e} (allowed +-{allowed:.2e})"
+    return None

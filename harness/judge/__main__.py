@@ -1,0 +1,3 @@
+from harness.judge.main import main
+
+main()

@@ -1,0 +1,211 @@
+"""The judge process: python -m harness.judge RESULT_FD
+
+Started ahead of its task by kbench (it imports torch meanwhile, and starts
+its candidate process, which does the same). It reads its task's spec as one
+JSON line on stdin and writes progress and the result as JSON lines to
+RESULT_FD, a pipe only it holds: the candidate, its child, never inherits it,
+and cannot open it through /proc (this process is not dumpable, and the
+candidate is confined by Landlock where the kernel has it). Anything printed,
+by the judge or the candidate, is only a log.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+
+from .. import load, sandbox, shapes, stats
+from ..records import Flag, SideTiming, Status, Timing, to_json_dict
+from ..timer import TimingConfig
+from .remote import Remote
+from .task import Judge, TaskFailed
+from .timing import PairResult, Timer
+
+UNTIMED_FRACTION = 0.25  # device-wide wall beyond the events, as a share of the event time,
+UNTIMED_MIN_MS = 0.05  # and at least this much, means work escaped the events
+BELOW_FLOOR_FRACTION = 0.9  # faster than 90% of the time to read the inputs from HBM cannot be real
+NOISY_REL_CI = 0.05  # speedup interval half-width over 5% of the speedup
+
+
+def run(spec: dict, remote: Remote, emit) -> dict:
+    judge = Judge(spec, remote, lambda name: emit({"phase": name}))
+    status, message, timing = Status.OK, "", None
+    phase_seconds: dict[str, float] = {}
+    started = [time.monotonic(), "load"]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phase_seconds[started[1]] = round(phase_seconds.get(started[1], 0.0) + now - started[0], 3)
+        started[:] = [now, name]
+        emit({"phase": name})
+
+    judge.set_phase = phase
+    try:
+        judge.load()
+        judge.check()
+        if spec["time"]:
+            timing = time_task(judge, spec)
+        judge.phase("done")
+    except TaskFailed as e:
+        status, message = e.status, e.message
+    except torch.OutOfMemoryError as e:
+        status, message = Status.RUNTIME_ERROR, f"out of GPU memory in the judge during {judge.phase_name}: {load.last_line(e)[:300]}"
+    except Exception as e:  # noqa: BLE001 - a bug of ours or the problem's: say where
+        import traceback
+
+        traceback.print_exc()
+        status, message = Status.RUNTIME_ERROR, f"judge error during {getattr(judge, 'phase_name', 'load')}: {load.last_line(e)[:500]}"
+    phase("end")
+    notes = judge.notes
+    if notes and status is Status.OK:
+        message = "; ".join(notes)
+    elif notes:
+        message = f"{message} [{'; '.join(notes)}]"
+    custom = judge.custom or {}
+    return {
+        "status": status.value,
+        "message": message,
+        "flags": sorted(f.value for f in judge.flags),
+        "phase": getattr(judge, "phase_name", "load"),
+        "check": to_json_dict(judge.check_result) if judge.check_result else None,
+        "timing": to_json_dict(timing) if timing else None,
+        "phase_seconds": {k: v for k, v in phase_seconds.items() if k != "end"},
+        "spent": {k: round(v, 3) for k, v in judge.spent.items()},
+        "custom_share": custom.get("share") if isinstance(custom.get("share"), (int, float)) else None,
+        "sandbox": judge.sandbox,
+    }
+
+
+def time_task(judge: Judge, spec: dict) -> Timing:
+    judge.phase("time")
+    baseline = compiled_reference(judge) if spec.get("compile_baseline") else None
+    timer = Timer(judge, TimingConfig(**spec["timing"]), baseline)
+    with judge.spend("timing"):
+        pair = timer.run()
+    if pair.note:
+        judge.notes.append(pair.note)
+    judge.phase("recheck")
+    # The last timed output, in full (every timed call was already checked by projection).
+    reply, blobs = judge.ask({"op": "output"}, when="while being timed")
+    out = judge.remote.output(reply, blobs, judge.device)
+    from .. import check
+
+    if Flag.INPUT_MUTATION in judge.flags:
+        judge.notes.append("timed output not re-checked: the solution writes into its inputs")
+    elif pair.clock != "cuda_graph":
+        ref_out = judge.call_reference(check.clone_inputs(timer.last_inputs))
+        try:
+            check.compare_outputs(out, ref_out, None, l2_bound=judge.timed_bound())
+        except check.Mismatch as e:
+            raise TaskFailed(Status.INCORRECT, f"output of a timed call: {e}")
+    return summarize(judge, pair, timer.last_inputs, out, spec)
+
+
+def compiled_reference(judge: Judge):
+    """The reference under torch.compile, compiled (and checked) before timing so
+    that compile time never lands in a sample. None, with a note, if it fails."""
+    from .. import check
+
+    phase = judge.phase_name
+    judge.phase("compile")
+    try:
+        compiled = torch.compile(judge.ref)
+
+        def call(args: list):
+            with torch.no_grad():
+                return compiled(*args)
+
+        inputs = judge.make_inputs(judge.spec["seed"] + 499)
+        check.compare_outputs(call(check.clone_inputs(inputs)), judge.call_reference(check.clone_inputs(inputs)), None, 1e-4)
+    except Exception as e:  # noqa: BLE001 - a baseline that fails does not fail the task
+        judge.notes.append(f"no torch.compile baseline: {load.last_line(e)[:200]}")
+        call = None
+    judge.phase(phase)
+    return call
+
+
+def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict) -> Timing:
+    ref_ms, sol_ms = stats.median(pair.ref.ms), stats.median(pair.sol.ms)
+    lo, hi = stats.bootstrap_ratio_ci(pair.ref.ms, pair.sol.ms)
+    speedup = ref_ms / sol_ms if sol_ms > 0 else float("inf")
+    sol_wall = stats.median(pair.sol.wall_ms)
+    if pair.bound_note:
+        judge.flags.add(Flag.TIMING_MISMATCH)
+        judge.notes.append(pair.bound_note)
+    if pair.clock == "cuda_events":
+        ref_gap = stats.median(pair.ref.wall_ms) - ref_ms
+        excess = (sol_wall - sol_ms) - ref_gap
+        if excess > max(UNTIMED_FRACTION * sol_ms, UNTIMED_MIN_MS):
+            judge.flags.add(Flag.UNTIMED_WORK)
+            judge.notes.append(f"device-wide wall time {sol_wall:.3f} ms vs {sol_ms:.3f} ms on the events: "
+                               "work escaped the timed stream")
+    if speedup > 0 and (hi - lo) / 2 / speedup > NOISY_REL_CI:
+        judge.flags.add(Flag.NOISY)
+    in_bytes, out_bytes = shapes.nbytes(inputs), shapes.nbytes(out)
+    nbytes = in_bytes + out_bytes
+    floor_ms = None
+    bandwidth = spec.get("bandwidth_gbs")
+    if bandwidth and pair.clock != "cpu_clock":
+        floor_ms = nbytes / (bandwidth * 1e9) * 1e3
+        # The flag claims the impossible, so its bound is the hard one: with L2
+        # flushed the inputs must come from HBM, but up to an L2's worth of output
+        # can sit in L2 when the call ends. A kernel that mostly reads can stream
+        # faster than a copy, hence the faster of the two.
+        l2 = torch.cuda.get_device_properties(judge.device).L2_cache_size
+        fastest = max(bandwidth, spec.get("read_gbs") or 0.0)
+        hard_ms = (in_bytes + max(0, out_bytes - l2)) / (fastest * 1e9) * 1e3
+        if sol_ms < BELOW_FLOOR_FRACTION * hard_ms:
+            judge.flags.add(Flag.BELOW_ROOFLINE)
+            judge.notes.append(f"{sol_ms:.4f} ms is below the {hard_ms:.4f} ms it takes to read the inputs from HBM")
+    side = lambda s: SideTiming(  # noqa: E731
+        stats.median(s.ms), stats.iqr(s.ms), len(s.ms), tuple(round(x, 6) for x in s.ms)
+    )
+    return Timing(
+        ref=side(pair.ref), sol=side(pair.sol), speedup=speedup, speedup_ci=(lo, hi), clock=pair.clock,
+        stop_reason=pair.stop_reason, sol_wall_ms=sol_wall, event_overhead_ms=pair.event_overhead_ms,
+        floor_ms=floor_ms, bytes_moved=nbytes,
+        compiled=side(pair.baseline) if pair.baseline else None,
+        speedup_vs_compiled=stats.median(pair.baseline.ms) / sol_ms if pair.baseline and sol_ms > 0 else None,
+        rtt_ms=round(pair.rtt_ms, 4),
+        ref_outside_ms=round(stats.median(pair.ref.outside_ms), 4) if pair.ref.outside_ms else None,
+        sol_outside_ms=round(stats.median(pair.sol.outside_ms), 4) if pair.sol.outside_ms else None,
+    )
+
+
+def main() -> None:
+    result_fd = int(sys.argv[1])
+    sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
+    sandbox.make_undumpable()  # the candidate runs as the same user: no ptrace, no /proc/<pid>/fd
+    sandbox.become_subreaper()  # whatever the candidate starts and orphans comes back here, to be killed
+    out = os.fdopen(result_fd, "w", buffering=1)
+
+    def emit(obj: dict) -> None:
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    remote = Remote()
+    line = sys.stdin.readline().strip()
+    if not line:
+        remote.close()
+        os._exit(0)  # not needed after all
+    spec = json.loads(line)
+    if spec.get("extensions_dir"):
+        os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
+    t0 = time.monotonic()
+    try:
+        result = run(spec, remote, emit)
+    finally:
+        remote.close()
+    result["worker_seconds"] = time.monotonic() - t0
+    emit({"result": result})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: CUDA teardown can hang
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The judge's handle on its candidate process: start it, ask, time the asking.
+
+Every request is timed here, from outside, so the judge knows the wall time
+of every block of calls it asked for whatever the candidate reports. A reply
+that is not a well-formed message, or a process that dies, becomes a
+CandidateGone with the reason; the judge turns it into a status.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import torch
+
+from .. import channel, sandbox
+
+_perf = time.perf_counter
+
+
+class CandidateGone(Exception):
+    """The candidate process died or broke the protocol; the message says how."""
+
+
+class CandidateError(Exception):
+    """The solution raised inside a request; kind is 'exception' or 'out_of_memory'."""
+
+    def __init__(self, message: str, kind: str, tampered: list):
+        super().__init__(message)
+        self.kind, self.tampered = kind, tampered
+
+
+class Remote:
+    """A candidate process started now (it imports torch while the judge loads the
+    problem) in its own session and scratch folder; killed with the judge."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self.scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(env if env is not None else os.environ)
+        env.update(TMPDIR=self.scratch, TRITON_CACHE_DIR=os.path.join(self.scratch, "triton"),
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(self.scratch, "inductor"),
+                   XDG_CACHE_HOME=os.path.join(self.scratch, "cache"), KBENCH_JUDGE_PID=str(os.getpid()))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.candidate", str(theirs.fileno()), self.scratch],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd=self.scratch, env=env,
+            start_new_session=True,  # its own group: killed whole at the end of the task
+        )
+        theirs.close()
+        self.sock = ours
+        self.last_wall_s = 0.0
+
+    def request(self, header: dict, fds: list[int] = (), timeout: float | None = None) -> tuple[dict, list[bytes]]:
+        """Send one request, wait for its reply; the wall time is in last_wall_s."""
+        self.sock.settimeout(timeout)
+        t0 = _perf()
+        try:
+            channel.send(self.sock, header, fds=list(fds))
+            reply, blobs, extra_fds = channel.recv(self.sock)
+        except (channel.ChannelError, OSError) as e:
+            raise CandidateGone(self.death(str(e))) from None
+        finally:
+            self.last_wall_s = _perf() - t0
+        for fd in extra_fds:  # the candidate has no reason to send descriptors
+            os.close(fd)
+        if "error" in reply:
+            raise CandidateError(str(reply["error"]), str(reply.get("kind")), _strings(reply.get("tampered")))
+        return reply, blobs
+
+    def death(self, fallback: str) -> str:
+        """How the process ended, in words, waiting briefly for it to finish dying."""
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"the candidate broke the channel ({fallback})"
+        if rc < 0:
+            try:
+                return f"the candidate process was killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"the candidate process was killed by signal {-rc}"
+        return f"the candidate process exited with code {rc}"
+
+    def output(self, reply: dict, blobs: list[bytes], device: torch.device) -> Any:
+        """The output in a reply, as the judge's own copy: CUDA memory the candidate
+        could still write is cloned at once, and kept no longer."""
+        keep: list = []
+        try:
+            out = channel.decode(reply.get("output"), [], blobs, keep)
+        except channel.ChannelError as e:
+            raise CandidateGone(f"the candidate sent a malformed output: {e}") from None
+        out = _own_copy(out)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return out
+
+    def close(self) -> None:
+        """End the candidate and everything it started (its session's group and
+        any orphan, which this subreaper inherits)."""
+        try:
+            channel.send(self.sock, {"op": "exit"})
+        except (channel.ChannelError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        sandbox.kill_descendants()
+        self.sock.close()
+        import shutil
+
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _own_copy(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, channel.Returned):
+        return channel.Returned(out.tensor.clone(), out.kind, out.device)
+    if isinstance(out, tuple):
+        return tuple(_own_copy(x) for x in out)
+    if isinstance(out, list):
+        return [_own_copy(x) for x in out]
+    return out
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v)[:200] for v in value[:8]] if isinstance(value, list) else []

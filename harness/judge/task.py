@@ -1,0 +1,244 @@
+"""One task on the trusted side: load the reference, check the candidate, time both.
+
+The judge imports the problem, never the solution. Each trial draws fresh
+inputs; the candidate runs first, on a copy lent to it (the judge sees any
+write into it), and its output comes back as data the judge compares with
+its own reference. Statuses and flags are decided here and nowhere else.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any, Callable
+
+import torch
+
+from .. import channel, check, load, shapes
+from ..records import Flag, Status
+from .remote import CandidateError, CandidateGone, Remote
+
+
+class TaskFailed(Exception):
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class ProblemFailed(TaskFailed):
+    """The problem file itself failed (import, get_inputs, the reference): not the solution's fault."""
+
+
+CUSTOM_SHARE_MIN = 0.02  # the solution's own kernels below 2% of the work: a decoy or a fallback
+
+
+class Judge:
+    def __init__(self, spec: dict, remote: Remote, phase: Callable[[str], None]):
+        self.spec = spec
+        self.remote = remote
+        self.set_phase = phase
+        self.device = torch.device(spec["device"])
+        self.flags: set[Flag] = set()
+        self.notes: list[str] = []
+        self.check_result = None
+        self.custom: dict | None = None
+        self.sandbox: str | None = None
+        self.errors = check.Errors()
+        self.spent: dict[str, float] = {}
+        self.spending = False
+        self.shared = channel.Shared(self.device)
+
+    # -- plumbing -------------------------------------------------------------
+    @contextlib.contextmanager
+    def spend(self, what: str):
+        """Add the wall time of the block (device work included) to spent[what];
+        a block inside another counts only in the outer one."""
+        if self.spending:
+            yield
+            return
+        self.spending = True
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.sync()
+            self.spent[what] = self.spent.get(what, 0.0) + time.monotonic() - t0
+            self.spending = False
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def make_inputs(self, seed: int, which: str = "random", index: int = 0) -> list:
+        with self.spend("inputs"):
+            torch.manual_seed(seed)
+            try:
+                with torch.device(self.device):
+                    inputs = list(self.problem.get_inputs() if which == "random" else self.problem.get_check_inputs()[index])
+            except Exception as e:  # noqa: BLE001 - the problem's bug, not the solution's
+                fn = "get_inputs" if which == "random" else "get_check_inputs"
+                raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: {fn}() raised "
+                                                          f"{load.last_line(e)}; fix the problem, not the solution") from None
+            return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def call_reference(self, inputs: list) -> Any:
+        with torch.no_grad():
+            return self.ref(*inputs)
+
+    def note_tampering(self, touched: list[str], when: str) -> None:
+        if touched:
+            self.flags.add(Flag.TAMPERING)
+            note = f"replaced {', '.join(touched[:4])}{' ...' if len(touched) > 4 else ''} {when}"
+            if not any(n.startswith("replaced ") for n in self.notes):
+                self.notes.append(note)
+
+    def ask(self, header: dict, fds: list[int] = (), when: str = "") -> tuple[dict, list[bytes]]:
+        """A request to the candidate; its failures become statuses."""
+        try:
+            reply, blobs = self.remote.request(header, fds, timeout=self.spec.get("call_timeout"))
+        except CandidateGone as e:
+            raise TaskFailed(Status.CRASHED, f"{e} during {self.phase_name}")
+        except CandidateError as e:
+            self.note_tampering(e.tampered, when)
+            if e.kind == "out_of_memory":
+                raise TaskFailed(Status.RUNTIME_ERROR, f"out of GPU memory during {self.phase_name}: {e}")
+            raise TaskFailed(Status.RUNTIME_ERROR, f"during {self.phase_name}: {e}")
+        self.note_tampering(reply.get("tampered") or [], when)
+        return reply, blobs
+
+    def phase(self, name: str) -> None:
+        self.phase_name = name
+        self.set_phase(name)
+
+    # -- stages ---------------------------------------------------------------
+    def load(self) -> None:
+        self.phase("load")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        try:
+            self.problem = load.load_problem(self.spec["problem_path"])
+        except Exception as e:  # noqa: BLE001
+            raise ProblemFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: {load.last_line(e)}")
+        self._refuse_if_too_big()
+        seed = self.spec["seed"]
+        torch.manual_seed(seed)
+        try:
+            with torch.device(self.device):
+                init = list(self.problem.get_init_inputs())
+                torch.manual_seed(seed)
+                self.ref = self.problem.Model(*init).to(self.device)
+        except Exception as e:  # noqa: BLE001
+            raise ProblemFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: Model(*get_init_inputs()) "
+                                                   f"raised {load.last_line(e)}")
+        self.phase("import")
+        fds: list[int] = []
+        state = [[k, v] for k, v in self.ref.state_dict().items()]
+        msg = {"op": "load", "solution_path": os.path.abspath(self.spec["solution_path"]), "device": self.spec["device"],
+               "ext_dir": self.spec.get("extensions_dir"), "seed": seed,
+               "init": channel.encode(self.shared.lend(init), fds, [], by_copy=False),
+               "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds, [], by_copy=False)}
+        reply, _ = self.ask(msg, fds, "at import")
+        self.sandbox = reply.get("sandbox") if isinstance(reply.get("sandbox"), str) else None
+        if not reply.get("ok"):
+            try:
+                status = Status(reply.get("status"))
+            except ValueError:
+                status = Status.LOAD_ERROR
+            raise TaskFailed(status, str(reply.get("message", ""))[:2000])
+
+    def _refuse_if_too_big(self) -> None:
+        """Refuse before allocating anything when the checks cannot fit on this GPU.
+        The problem's bytes come from the parent (found once per problem)."""
+        shape = self.spec.get("shape")
+        if self.device.type != "cuda" or not shape:
+            return
+        inputs, outputs = shape["input_bytes"], shape["output_bytes"]
+        need = shapes.peak_bytes(inputs, outputs)
+        total = torch.cuda.get_device_properties(self.device).total_memory
+        if need > 0.95 * total:
+            raise TaskFailed(
+                Status.SKIPPED,
+                f"needs about {need / 1e9:.1f} GB of GPU memory ({shapes.INPUT_COPIES} x "
+                f"{inputs / 1e9:.2f} GB of inputs + {shapes.OUTPUT_COPIES} x {outputs / 1e9:.2f} GB "
+                f"of outputs) and the GPU has {total / 1e9:.1f} GB; run it on a larger GPU or shrink the problem",
+            )
+
+    def _count_check_inputs(self) -> int:
+        if not hasattr(self.problem, "get_check_inputs"):
+            return 0
+        known = (self.spec.get("shape") or {}).get("check_inputs")
+        if known is not None:
+            return known
+        try:
+            with torch.device("meta"):
+                return len(self.problem.get_check_inputs())
+        except Exception:  # noqa: BLE001 - some ops have no meta kernel
+            with torch.device(self.device):
+                return len(self.problem.get_check_inputs())
+
+    def run_candidate(self, inputs: list, profile: bool = False) -> tuple[Any, list]:
+        """One call on a lent copy of `inputs`: (its output as the judge's copy, the lent copy)."""
+        lent = self.shared.lend(inputs)
+        fds: list[int] = []
+        msg = {"op": "call", "inputs": channel.encode(lent, fds, [], by_copy=False), "profile": profile}
+        reply, blobs = self.ask(msg, fds, "in forward")
+        if reply.get("threads"):
+            self.flags.add(Flag.UNTIMED_WORK)
+            self.notes.append(f"forward left threads running: {', '.join(map(str, reply['threads'][:3]))}")
+        if profile:
+            self.custom = reply.get("custom") if isinstance(reply.get("custom"), dict) else None
+        return self.remote.output(reply, blobs, self.device), lent
+
+    def check(self) -> None:
+        self.phase("check")
+        seed, trials = self.spec["seed"], self.spec["trials"]
+        cases = [("random", seed + 1 + k, 0) for k in range(trials)]
+        cases += [("check", seed + 1000 + k, k) for k in range(self._count_check_inputs())]
+        for t, (which, s, index) in enumerate(cases):
+            pristine = self.make_inputs(s, which, index)
+            with self.spend("check_solution_calls"):
+                sol_out, lent = self.run_candidate(pristine, profile=t == 0)
+            if not check.same_inputs(lent, pristine):
+                self.flags.add(Flag.INPUT_MUTATION)
+            del lent
+            self.shared.close()
+            with self.spend("check_reference_calls"):
+                try:
+                    ref_out = self.call_reference(check.clone_inputs(pristine))
+                except Exception as e:  # noqa: BLE001
+                    raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: the "
+                                                              f"reference raised {load.last_line(e)}") from None
+            ref64 = None
+            if self.spec["fp64"] and (t == 0 or which == "check"):
+                with self.spend("check_fp64_reference"):
+                    ref64 = check.run_fp64_reference(self.ref, pristine, self.errors.notes)
+            label = f"trial {t + 1} ({'check input ' + str(index + 1) if which == 'check' else 'seed ' + str(s)})"
+            try:
+                with self.spend("check_compare"):
+                    self.errors.merge(check.compare_outputs(sol_out, ref_out, ref64))
+            except check.Mismatch as e:
+                self.check_result = check.summarize(False, f"{label}: {e}", t + 1, self.errors)
+                raise TaskFailed(Status.INCORRECT, f"{label}: {e}")
+            finally:
+                del ref_out, ref64, pristine, sol_out
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        self._judge_custom_share()
+        self.check_result = check.summarize(True, "", len(cases), self.errors)
+
+    def _judge_custom_share(self) -> None:
+        share = (self.custom or {}).get("share")
+        if not isinstance(share, (int, float)) or share < CUSTOM_SHARE_MIN:
+            self.flags.add(Flag.NO_CUSTOM_KERNEL)
+            seen = (self.custom or {}).get("seen") or []
+            if share is None and not seen:
+                self.notes.append("forward called no custom code (no extension, Triton or ctypes call)")
+            elif share is None:
+                self.notes.append(f"custom code ran ({', '.join(map(str, seen[:2]))}) but its share of the work is unknown")
+            else:
+                self.notes.append(f"the solution's own code did {share:.1%} of forward's work; PyTorch did the rest")
+
+    def timed_bound(self) -> float:
+        """Relative L2 allowed for a timed output: the check's tolerance plus the
+        fp32 reference's own error, since there is no float64 reference here."""
+        return max(self.errors.tolerance or 0.0, 0.0) + (self.errors.ref_rel_l2_fp64 or 0.0)

@@ -1,0 +1,291 @@
+"""Timing across the boundary: the reference here, the solution in its process.
+
+Sample pairs alternate, reference then solution, each on the same freshly
+drawn inputs (get_inputs with a new seed per pair, written into the buffers
+the candidate was lent), so nothing can be replayed from an earlier call and
+drift hits both sides. Each side's sample is the same clock code (timer.py)
+and ends with a projection of the call's output (fingerprint.py), which the
+judge compares with the reference's: every timed call is checked.
+
+What the candidate reports is bounded by what the judge measures from outside:
+the wall time of each request. With rtt the cost of an empty request, an
+honest sample leaves wall - rtt - claimed close to the same overhead the
+judge's own samples leave (flush, launch shadow, syncs, projection: same
+code). Claims that leave more than ALLOWANCE beyond that are refused: flag
+timing_mismatch, no speedup. So a forger can shave at most the allowance off
+each call; the README states it.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .. import channel, check, fingerprint, graph_clock, shapes, stats, timer
+from ..records import Flag, Status
+from .task import Judge, TaskFailed
+
+_perf = time.perf_counter
+# Beyond the judge's own per-sample overhead, an honest candidate's stays within
+# the largest of: 30 us, a quarter of that overhead, and three times its spread
+# (the interquartile range of the judge's own samples: a loaded host is noisy).
+ALLOWANCE_MIN_MS = 0.03
+ALLOWANCE_FRACTION = 0.25
+ALLOWANCE_SPREADS = 3.0
+MUTATION_EVERY = 5  # compare the lent timing inputs with the judge's copy every 5th sample
+
+
+@dataclass
+class Side:
+    ms: list[float] = field(default_factory=list)  # timed (event or CPU) ms per call
+    wall_ms: list[float] = field(default_factory=list)  # device-synchronized wall per call
+    outside_ms: list[float] = field(default_factory=list)  # judge-measured wall minus the timed ms
+
+
+@dataclass
+class PairResult:
+    ref: Side
+    sol: Side
+    stop_reason: str
+    clock: str
+    event_overhead_ms: float | None
+    rtt_ms: float
+    baseline: Side | None = None
+    note: str | None = None
+    bound_note: str | None = None  # why the candidate's samples were refused
+
+
+class Timer:
+    """Interleaved, bounded timing of one task's two sides."""
+
+    def __init__(self, judge: Judge, cfg: timer.TimingConfig, baseline: Callable | None = None):
+        self.j, self.cfg = judge, cfg
+        self.remote = judge.remote
+        self.clock = timer.make_clock(judge.device)
+        self.seed = judge.spec["seed"] + 500
+        self.baseline = baseline
+        self.last_inputs: list = []
+        # The projection's weights: drawn by the judge per task, unknown before it starts.
+        self.fp_seed = int.from_bytes(os.urandom(4), "little")
+
+    # -- one sample per side ---------------------------------------------------
+    def fresh(self) -> list:
+        self.seed += 1
+        return self.j.make_inputs(self.seed)
+
+    def ref_sample(self, inputs: list, fp_seed: int, fn: Callable | None = None) -> tuple[float, float, float, list]:
+        fn = fn or self.j.call_reference
+        holder: list = []
+        t0 = _perf()
+        ms, wall = self.clock.sample(lambda: holder.append(fn(inputs)))
+        fp = fingerprint.project(holder[-1], fp_seed)
+        outside = (_perf() - t0) * 1e3 - ms
+        return ms, wall, outside, fp
+
+    def sol_sample(self, fp_seed: int) -> tuple[float, float, float, list]:
+        reply, _ = self.j.ask({"op": "sample", "fp_seed": fp_seed}, when="while being timed")
+        ms, wall, fp = reply.get("ms"), reply.get("wall_ms"), reply.get("fp")
+        if not all(isinstance(v, (int, float)) for v in (ms, wall)):
+            raise TaskFailed(Status.CRASHED, "the candidate sent a malformed sample")
+        if reply.get("threads"):
+            self.j.flags.add(Flag.UNTIMED_WORK)
+        outside = self.remote.last_wall_s * 1e3 - self.rtt_ms - ms
+        return float(ms), float(wall), outside, fp
+
+    def write_lent(self, values: list) -> None:
+        for buf, v in zip(self.lent, values):
+            if isinstance(buf, torch.Tensor):
+                buf.copy_(v)
+        self.j.sync()
+
+    # -- the loop --------------------------------------------------------------
+    def run(self) -> PairResult:
+        j = self.j
+        first = self.fresh()
+        self.lent = j.shared.lend(first)
+        fds: list[int] = []
+        j.ask({"op": "bind", "copies": channel.encode([self.lent], fds, [], by_copy=False)}, fds)
+        self.rtt_ms = self._rtt()
+        overhead = self.clock.empty_pair_ms()
+        warm_ref, warm_sol = self._warm_up()
+        clock_name, note = self.clock.name, None
+        sampler = self._pair_events
+        if self._wants_graphs(warm_ref, warm_sol):
+            try:
+                sampler, overhead = self._graphs(stats.median(warm_ref), stats.median(warm_sol))
+                clock_name = graph_clock.NAME
+            except graph_clock_unavailable as e:
+                note = f"timed with events, not CUDA graphs: {e}"
+        ref, sol = Side(), Side()
+        base = Side() if self.baseline else None
+        deadline = _perf() + self.cfg.budget_s
+        stop = "max_samples"
+        gc.collect()
+        gc.disable()  # a collection inside a timed call would be charged to that call
+        try:
+            while len(sol.ms) < self.cfg.max_samples:
+                for _ in range(self.cfg.block):
+                    sampler(ref, sol, base)
+                if len(sol.ms) >= self.cfg.min_samples:
+                    sides = [ref, sol] + ([base] if base else [])
+                    if all(stats.relative_ci_halfwidth(s.ms) <= self.cfg.target_rel_ci for s in sides):
+                        stop = "converged"
+                        break
+                    if _perf() > deadline:
+                        stop = "budget"
+                        break
+        finally:
+            gc.enable()
+        result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
+        result.bound_note = bound_violation(ref, sol)
+        print(f"[kbench] per-call time outside the timed region, median ms: reference {stats.median(ref.outside_ms):.4f}, "
+              f"solution {stats.median(sol.outside_ms):.4f} (empty request {self.rtt_ms:.4f})", flush=True)
+        return result
+
+    def _rtt(self) -> float:
+        walls = []
+        for _ in range(20):
+            self.j.ask({"op": "ping"})
+            walls.append(self.remote.last_wall_s * 1e3)
+        return stats.median(walls)
+
+    def _pair_events(self, ref: Side, sol: Side, base: Side | None) -> None:
+        inputs = self.fresh()
+        self.write_lent(inputs)
+        r_ms, r_wall, r_out, r_fp = self.ref_sample(inputs, self.fp_seed)
+        s_ms, s_wall, s_out, s_fp = self.sol_sample(self.fp_seed)
+        self._check_fp(s_fp, r_fp)
+        if len(sol.ms) % MUTATION_EVERY == 0 and not check.same_inputs(self.lent, inputs):
+            self.j.flags.add(Flag.INPUT_MUTATION)
+        if base is not None:
+            b_ms, b_wall, b_out, _ = self.ref_sample(inputs, self.fp_seed, self.baseline)
+            _add(base, b_ms, b_wall, b_out)
+        _add(ref, r_ms, r_wall, r_out)
+        _add(sol, s_ms, s_wall, s_out)
+        self.last_inputs = inputs
+
+    def _check_fp(self, sol_fp: Any, ref_fp: list) -> None:
+        why = fingerprint.mismatch(sol_fp, ref_fp, self.j.timed_bound())
+        if why:
+            raise TaskFailed(Status.INCORRECT, f"output of a timed call does not match the reference's ({why})")
+
+    def _warm_up(self) -> tuple[list[float], list[float]]:
+        """At least 3 calls and warmup_s of them per side: the first calls may
+        autotune, allocate or load modules. Timed ms of the calls after the first."""
+        ref, sol = Side(), Side()
+        t0 = _perf()
+        while len(sol.ms) < 3 or (_perf() - t0 < 2 * self.cfg.warmup_s and len(sol.ms) < 1000):
+            self._pair_events(ref, sol, None)
+        return ref.ms[1:], sol.ms[1:]
+
+    def _wants_graphs(self, warm_ref: list[float], warm_sol: list[float]) -> bool:
+        if self.cfg.mode == "events" or not isinstance(self.clock, timer.CudaClock):
+            return False
+        return self.cfg.mode == "graph" or min(stats.median(warm_ref), stats.median(warm_sol)) < self.cfg.graph_below_ms
+
+    # -- graphs ----------------------------------------------------------------
+    def _graphs(self, ref_ms: float, sol_ms: float):
+        flush = self.clock.flush_buf.numel() * self.clock.flush_buf.element_size()
+        inputs = self.last_inputs or self.fresh()
+        out = self.j.call_reference(inputs)
+        moved, out_bytes = shapes.nbytes(inputs) + shapes.nbytes(out), shapes.nbytes(out)
+        plan = graph_clock.plan(min(ref_ms, sol_ms), moved, out_bytes, flush, auto=self.cfg.mode == "auto")
+        if plan is None:
+            raise graph_clock_unavailable("each call moves more than twice the L2 size")
+        ref_copies = [check.clone_inputs(inputs) for _ in range(plan.copies)]
+        sol_copies = [self.j.shared.lend(inputs) for _ in range(plan.copies)]
+        fds: list[int] = []
+        self.j.ask({"op": "bind", "copies": channel.encode(sol_copies, fds, [], by_copy=False)}, fds)
+        try:
+            ref_graph = graph_clock.GraphSampler(self.j.call_reference, ref_copies, self.clock, plan.calls, plan.keep_all)
+        except Exception as e:  # noqa: BLE001
+            graph_clock.settle(self.clock)
+            raise graph_clock_unavailable(f"the reference cannot be captured: {str(e).splitlines()[0][:200]}") from None
+        reply, _ = self.j.ask({"op": "graph_capture", "calls": plan.calls, "keep_all": plan.keep_all})
+        if not reply.get("ok"):
+            raise graph_clock_unavailable(str(reply.get("message"))[:300])
+        self._validate_graphs(ref_graph, ref_copies, sol_copies)
+
+        def pair(ref: Side, sol: Side, base: Side | None) -> None:
+            self._refresh(ref_copies, sol_copies)
+            t0 = _perf()
+            r_ms, r_wall = ref_graph.sample()
+            r_fp = [fingerprint.project(o, self.fp_seed) for o in ref_graph.outputs()]
+            r_out = (_perf() - t0) * 1e3 / plan.calls - r_ms
+            reply, _ = self.j.ask({"op": "graph_sample", "fp_seed": self.fp_seed}, when="while being timed")
+            s_ms, s_wall = float(reply.get("ms", -1)), float(reply.get("wall_ms", -1))
+            s_out = (self.remote.last_wall_s * 1e3 - self.rtt_ms) / plan.calls - s_ms
+            s_fp = reply.get("fp")
+            if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
+                raise TaskFailed(Status.INCORRECT, "the candidate's graph returned no projection for its timed calls")
+            for a, b in zip(s_fp, r_fp):
+                self._check_fp(a, b)
+            _add(ref, r_ms, r_wall, r_out)
+            _add(sol, s_ms, s_wall, s_out)
+
+        # An empty event pair's cost is shared by the calls of a replay.
+        return pair, self.clock.empty_pair_ms() / plan.calls
+
+    def _refresh(self, ref_copies: list[list], sol_copies: list[list]) -> list[int]:
+        """Fresh values into every copy, the same on both sides; returns the seeds."""
+        seeds = []
+        for rc, sc in zip(ref_copies, sol_copies):
+            values = self.fresh()
+            seeds.append(self.seed)
+            for a, b, v in zip(rc, sc, values):
+                if isinstance(a, torch.Tensor):
+                    a.copy_(v)
+                    b.copy_(v)
+        self.j.sync()
+        return seeds
+
+    def _validate_graphs(self, ref_graph, ref_copies: list[list], sol_copies: list[list]) -> None:
+        """Replay both graphs on fresh inputs and compare the candidate's last output
+        with the eager reference on the inputs it read: a graph that misses work
+        (host code, an unjoined stream, a capture-aware solution) is not timed."""
+        self._refresh(ref_copies, sol_copies)
+        ref_graph.replay()
+        reply, blobs = self.j.ask({"op": "graph_replay"})
+        sol_out = self.remote.output(reply, blobs, self.j.device)
+        last_copy = ref_copies[(ref_graph.calls - 1) % len(ref_copies)]
+        expected = self.j.call_reference(check.clone_inputs(last_copy))
+        for name, got in (("reference", ref_graph.outputs()[-1]), ("solution", sol_out)):
+            try:
+                check.compare_outputs(got, expected, None, l2_bound=self.j.timed_bound())
+            except check.Mismatch as e:
+                raise graph_clock_unavailable(f"the graph does not recompute the output from new inputs: {name}: {e}") from None
+
+
+class graph_clock_unavailable(Exception):  # noqa: N801 - reads as what it says where raised
+    """Graph timing cannot be used for this task; the message says why."""
+
+
+def _add(side: Side, ms: float, wall: float, outside: float) -> None:
+    side.ms.append(ms)
+    side.wall_ms.append(wall)
+    side.outside_ms.append(outside)
+
+
+def bound_violation(ref: Side, sol: Side) -> str | None:
+    """Why the candidate's samples cannot fit the wall time the judge measured, or None.
+    An honest candidate's time outside its timed calls is the judge's own (same
+    clock code) give or take noise; a forger's grows by what it hid."""
+    if not sol.outside_ms or not ref.outside_ms:
+        return None
+    own = stats.median(ref.outside_ms)
+    theirs = stats.median(sol.outside_ms)
+    allowance = max(ALLOWANCE_MIN_MS, ALLOWANCE_FRACTION * own, ALLOWANCE_SPREADS * stats.iqr(ref.outside_ms))
+    if any(m < 0 for m in sol.ms):
+        return "the candidate reported negative sample times"
+    if theirs > own + allowance:
+        return (f"the candidate's samples leave {theirs:.3f} ms per call unaccounted in the wall time kbench measured "
+                f"around them, against {own:.3f} ms for the reference's (allowed {allowance:.3f} ms more): "
+                f"its reported times are too short for the time its calls took")
+    if stats.median(sol.ms) > stats.median(sol.wall_ms) + allowance and stats.median(sol.ms) > 0:
+        # a sample longer than the candidate's own wall: not a gain for it, but not data either
+        return "the candidate's sample times exceed its own wall times"
+    return None

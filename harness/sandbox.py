@@ -1,0 +1,209 @@
+"""Confinement for the processes that run untrusted solutions.
+
+Stdlib and ctypes only (no torch), so a child can call `restrict` before it
+imports anything a solution could tamper with. Landlock needs no privileges
+and no setup outside the process: the child shuts itself in, irrevocably, and
+everything it starts afterwards inherits the walls. The prctl helpers make
+sure nothing a solution starts outlives the task or is reachable by it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import signal
+import stat
+import sys
+import time
+
+# Landlock syscalls have the generic numbers on x86_64 and aarch64 alike; other
+# architectures are not assumed (a wrong number would call another syscall).
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_KNOWN_ARCH = {"x86_64", "aarch64"}
+_CREATE_RULESET_VERSION = 1 << 0
+_RULE_PATH_BENEATH = 1
+
+# include/uapi/linux/landlock.h
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_REMOVE_DIR, _FS_REMOVE_FILE, _FS_MAKE_CHAR, _FS_MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+_FS_MAKE_REG, _FS_MAKE_SOCK, _FS_MAKE_FIFO, _FS_MAKE_BLOCK = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+_FS_MAKE_SYM, _FS_REFER, _FS_TRUNCATE = 1 << 12, 1 << 13, 1 << 14  # REFER: ABI 2, TRUNCATE: ABI 3
+# _FS_IOCTL_DEV (1 << 15, ABI 5) is deliberately never handled: GPU drivers work through ioctls.
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FS_WRITE_V1 = (_FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_CHAR | _FS_MAKE_DIR | _FS_MAKE_REG
+                | _FS_MAKE_SOCK | _FS_MAKE_FIFO | _FS_MAKE_BLOCK | _FS_MAKE_SYM)
+_FS_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE  # the rights a rule on a file may hold
+
+# include/uapi/linux/prctl.h
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
+
+
+class SandboxUnavailable(Exception):
+    """The kernel has no Landlock (too old, disabled at boot, not Linux): the task runs unconfined."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    # Grew with the ABI: 8 bytes up to ABI 3, 16 from ABI 4 (net), 24 from ABI 6 (scoped).
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # __attribute__((packed)) in the uapi header: 12 bytes, not 16
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+if _libc is not None:
+    _libc.syscall.restype = ctypes.c_long  # not the default int: syscall(2) returns long
+
+
+def _syscall(nr: int, *args) -> int:
+    ret = _libc.syscall(ctypes.c_long(nr), *args)
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return ret
+
+
+def _prctl(option: int, arg: int) -> None:
+    if _libc is None:
+        raise OSError("prctl needs Linux")
+    z = ctypes.c_ulong(0)
+    if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), z, z, z) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 where there is none."""
+    if _libc is None or platform.machine() not in _KNOWN_ARCH:
+        return 0
+    try:
+        return _syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    except OSError:  # ENOSYS (not built in), EOPNOTSUPP (disabled at boot)
+        return 0
+
+
+def restrict(writable: list[str]) -> str:
+    """Irrevocably confine the calling process and all it starts later: read and
+    execute anywhere, write only beneath `writable` and /dev, no TCP (ABI 4+), no
+    signals or abstract unix sockets outside the sandbox (ABI 6+). Call it while
+    the process has one thread: Landlock (before ABI 8) confines only the
+    calling thread, and an unconfined sibling thread shares memory with the
+    solution. Returns what was enforced, in words."""
+    abi = landlock_abi()
+    if abi < 1:
+        raise SandboxUnavailable("Landlock is not available in this kernel")
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        raise RuntimeError(f"restrict() needs a single-threaded process (this one has {threads}); call it before importing torch")
+    # Ask only for what this ABI knows: a newer right makes an older kernel refuse the whole ruleset.
+    write = _FS_WRITE_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+    attr = _RulesetAttr(_FS_READ | write, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    allowed = []
+    try:
+        # CUDA fails to initialise (error 304) unless it may write files of its own threads
+        # under /proc/self/task (seen on an H100, driver 580); /proc/self resolves now, to
+        # this process alone, so /proc/sys and other processes stay read-only.
+        rules = [("/", _FS_READ)] + [(p, write) for p in [*writable, "/dev"]] + [("/proc/self/task", write & _FS_FILE_ONLY)]
+        for path, access in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # a missing path needs no rule: nothing there to write to
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    access &= _FS_FILE_ONLY  # directory rights on a file rule are EINVAL
+                rule = _PathBeneathAttr(access, fd)
+                _syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                         ctypes.byref(rule), ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+            if access & write:
+                allowed.append(path)
+        # Required by landlock_restrict_self without CAP_SYS_ADMIN; also stops setuid binaries gaining rights.
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+    return (f"landlock ABI {abi}: writes only under {', '.join(allowed)}; "
+            f"{'no TCP' if abi >= 4 else 'TCP allowed (ABI < 4)'}; "
+            f"{'signals scoped' if abi >= 6 else 'signals not scoped (ABI < 6)'}")
+
+
+def set_parent_death_signal(expected_parent: int) -> None:
+    """SIGKILL this process when its parent dies. The signal follows the parent
+    *thread* that forked us, so fork from a thread that outlives the child."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != expected_parent:  # the parent died before the prctl: no signal will come
+        os._exit(1)
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (double forks, setsid daemons) become our children
+    instead of init's, so kill_descendants can find them."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def make_undumpable() -> None:
+    """Same-uid, non-root processes can no longer ptrace us or open /proc/<pid>/mem or fd."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def _parse_stat(line: str) -> tuple[int, int, str]:
+    """(pid, ppid, state) of one /proc/<pid>/stat line. The comm field is
+    user-chosen and may hold spaces and ')', so fields resume after the LAST ')'."""
+    pid = int(line[: line.index("(")])
+    state, ppid = line[line.rindex(")") + 1:].split()[:2]
+    return pid, int(ppid), state
+
+
+def _children_states(pid: int) -> list[tuple[int, str]]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                child, ppid, state = _parse_stat(f.read())
+        except (OSError, ValueError):  # gone since listdir
+            continue
+        if ppid == pid:
+            found.append((child, state))
+    return found
+
+
+def children(pid: int) -> list[int]:
+    """Pids whose parent is `pid`."""
+    return [child for child, _ in _children_states(pid)]
+
+
+def kill_descendants(exclude: set[int] = frozenset(), deadline_s: float = 5.0) -> int:
+    """SIGKILL and reap every child of ours not in `exclude`, pass after pass: as
+    a subreaper, a killed child's own children come to us and die on the next
+    pass. Race-free because a child's pid cannot be reused before we reap it.
+    Returns how many live processes were killed (zombies are reaped, not counted)."""
+    me, killed, end = os.getpid(), set(), time.monotonic() + deadline_s
+    while True:
+        left = [(p, s) for p, s in _children_states(me) if p not in exclude]
+        if not left or time.monotonic() > end:
+            return len(killed)
+        for pid, state in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if state != "Z":
+                killed.add(pid)
+            try:
+                os.waitpid(pid, os.WNOHANG)  # only pids we just killed: never a Popen the caller still waits on
+            except ChildProcessError:
+                pass  # reaped elsewhere, or SIGCHLD ignored
+        time.sleep(0.01)

@@ -1,0 +1,92 @@
+"""The wire between judge and candidate: what crosses, and what a hostile peer cannot do."""
+import socket
+
+import pytest
+import torch
+
+from harness import channel, fingerprint
+from harness.judge.timing import Side, bound_violation
+
+
+def _pair():
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def test_lent_cpu_tensors_share_memory_with_the_judge():
+    """The candidate's write into a lent input is seen by the judge (input_mutation)."""
+    a, b = _pair()
+    shared = channel.Shared(torch.device("cpu"))
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    lent = shared.lend([x, 3])
+    fds: list[int] = []
+    channel.send(a, {"inputs": channel.encode(lent, fds, [], by_copy=False)}, fds=fds)
+    msg, blobs, got_fds = channel.recv(b)
+    keep: list = []
+    theirs = channel.decode(msg["inputs"], got_fds, blobs, keep)
+    assert torch.equal(theirs[0], x) and theirs[1] == 3
+    theirs[0][0, 0] = 100.0  # the candidate writes into its input
+    assert lent[0][0, 0].item() == 100.0 and x[0, 0].item() == 0.0
+    shared.close()
+
+
+def test_returned_outputs_are_copies_with_their_kind():
+    a, b = _pair()
+    blobs: list[bytes] = []
+
+    class Sub(torch.Tensor):
+        pass
+
+    out = (torch.ones(2, dtype=torch.bfloat16), torch.tensor(2.5).as_subclass(Sub), 7, "x")
+    channel.send(a, {"o": channel.encode(out, [], blobs, by_copy=True)}, blobs)
+    msg, got, _ = channel.recv(b)
+    back = channel.decode(msg["o"], [], got, [])
+    assert isinstance(back, tuple) and type(back[0]) is torch.Tensor and back[0].dtype == torch.bfloat16
+    assert isinstance(back[1], channel.Returned) and back[1].kind == "Sub" and back[1].tensor.item() == 2.5
+    assert back[2] == 7 and back[3] == "x"
+
+
+@pytest.mark.parametrize("desc", [
+    {"t": "Tensor", "dtype": "float32", "shape": [4], "blob": 0},  # blob has 3 bytes, not 16
+    {"t": "Tensor", "dtype": "evil", "shape": [1], "blob": 0},
+    {"t": "Tensor", "dtype": "float32", "shape": [-1], "blob": 0},
+    {"t": "Tensor", "dtype": "float32", "shape": [1], "fd": 5},
+    {"seq": "list", "items": "nope"},
+    "not a dict",
+])
+def test_hostile_descriptors_are_refused(desc):
+    with pytest.raises(channel.ChannelError):
+        channel.decode(desc, [], [b"abc"], [])
+
+
+def test_a_peer_that_closes_mid_message_is_a_channel_error():
+    a, b = _pair()
+    a.sendall(b"\x00\x00")
+    a.close()
+    with pytest.raises(channel.ChannelError):
+        channel.recv(b)
+
+
+def test_fingerprint_tells_a_stale_output_from_a_rounded_one():
+    torch.manual_seed(0)
+    ref = torch.randn(1000)
+    fp_ref = fingerprint.project(ref, 11)
+    rounded = ref * (1 + 1e-6 * torch.randn(1000))
+    assert fingerprint.mismatch(fingerprint.project(rounded, 11), fp_ref, 1e-5) is None
+    stale = torch.randn(1000)  # another input's answer, as a memo would return
+    assert fingerprint.mismatch(fingerprint.project(stale, 11), fp_ref, 1e-5)
+    assert fingerprint.mismatch([[float("nan"), 1.0]], fp_ref, 1e-5)
+
+
+def _side(ms, outside):
+    s = Side()
+    s.ms, s.wall_ms, s.outside_ms = list(ms), list(ms), list(outside)
+    return s
+
+
+def test_samples_that_do_not_fit_the_measured_wall_time_are_refused():
+    ref = _side([1.0] * 20, [0.1] * 20)
+    honest = _side([0.5] * 20, [0.11] * 20)
+    assert bound_violation(ref, honest) is None
+    forged = _side([0.05] * 20, [0.56] * 20)  # claims 0.05 ms for calls that took 0.5 ms
+    assert "too short" in bound_violation(ref, forged)
+    assert "negative" in bound_violation(ref, _side([-1.0] * 20, [0.1] * 20))
