@@ -40,7 +40,7 @@ def run_cli(kbench_cache):
     """Run `python cli.py ARGS` as a user would; returns the CompletedProcess."""
 
     def run(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-        env = dict(os.environ, KBENCH_CACHE=str(kbench_cache), PYTHONUNBUFFERED="1", **(env or {}))
+        env = {**os.environ, "KBENCH_CACHE": str(kbench_cache), "PYTHONUNBUFFERED": "1", **(env or {})}
         return subprocess.run(
             [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, capture_output=True, text=True,
             timeout=timeout,
