@@ -39,11 +39,45 @@ def kbench_cache(tmp_path_factory) -> Path:
 def run_cli(kbench_cache):
     """Run `python cli.py ARGS` as a user would; returns the CompletedProcess."""
 
-    def run(*args: str, cwd: Path = ROOT, timeout: float = 900) -> subprocess.CompletedProcess:
-        env = dict(os.environ, KBENCH_CACHE=str(kbench_cache), PYTHONUNBUFFERED="1")
+    def run(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KBENCH_CACHE": str(kbench_cache), "PYTHONUNBUFFERED": "1", **(env or {})}
         return subprocess.run(
             [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, capture_output=True, text=True,
             timeout=timeout,
         )
 
     return run
+
+
+# Escape fixtures (tests/fixtures/adversarial/*/14_escape, ...) put this string in the
+# command line of every process they leave behind, and name every file they write
+# outside their scratch folder kbench-pwned-*.
+ESCAPE_MARKER = b"kbench-escape-marker"
+
+
+def marker_pids() -> set[int]:
+    """Live processes whose command line carries ESCAPE_MARKER."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if ESCAPE_MARKER in (entry / "cmdline").read_bytes():
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def kill_pids(pids) -> None:
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def pwned_files() -> set[Path]:
+    """Files escape fixtures write outside their scratch folder."""
+    return set(Path("/tmp").glob("kbench-pwned-*")) | set(Path.home().glob("kbench-pwned-*"))

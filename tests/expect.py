@@ -1,7 +1,10 @@
 """Read the verdict a fixture solution declares it must get.
 
 Each fixture solution carries `KBENCH_EXPECT = {"status": ..., "message": ...,
-"flags": [...]}` at module level. It is read with ast, never imported: the
+"flags": [...]}` at module level. Optional keys: "may_flag" (flags allowed but not
+required; default ["noisy"]), "clock", "any_of" (alternative declarations) and
+"max_speedup": the reported speedup must be None or at most that value (a cheat
+whose defeat leaves an honest, correct, slow result). It is read with ast, never imported: the
 fixtures are the hostile code the harness must survive.
 """
 from __future__ import annotations
@@ -30,6 +33,8 @@ def _problems(r: dict, want: dict) -> list[str]:
     unexpected = set(r["flags"]) - set(want.get("flags", [])) - set(want.get("may_flag", ["noisy"]))
     if unexpected:
         out.append(f"unexpected flags {sorted(unexpected)}")
+    if want.get("max_speedup") is not None and r.get("speedup") is not None and r["speedup"] > want["max_speedup"]:
+        out.append(f"speedup {r['speedup']:.3g} > max_speedup {want['max_speedup']}")
     clock = (r.get("timing") or {}).get("clock")
     if want.get("clock") and clock != want["clock"]:
         out.append(f"timed by {clock}, not {want['clock']}")

@@ -5,15 +5,21 @@ import json
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, kill_pids, marker_pids, pwned_files
 from expect import mismatches
 
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
 
 
 def _run(run_cli, out, device: str, solutions: str):
-    proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / solutions),
-                   "--out", str(out), "--device", device, "--time-budget", "1", "--timeout", "120")
+    markers, pwned = marker_pids(), pwned_files()
+    try:
+        proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / solutions),
+                       "--out", str(out), "--device", device, "--time-budget", "1", "--timeout", "120")
+    finally:  # escape fixtures may leave processes and files behind (tests/test_escapes.py asserts they do not)
+        kill_pids(marker_pids() - markers)
+        for path in pwned_files() - pwned:
+            path.unlink(missing_ok=True)
     data = json.loads((out / "results.json").read_text())
     expected = sum(1 for _ in (ADVERSARIAL / solutions).rglob("*.py"))
     assert len(data["results"]) == expected, proc.stderr[-3000:]
