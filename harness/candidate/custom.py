@@ -51,7 +51,9 @@ class _CallClock:
                 self.seen.add(name)
                 self._enter()
             else:
-                self._leave()
+                # A call that raised did no work for the output (a refused input
+                # before a fallback); building its exception can take milliseconds.
+                self._leave(counted=event == "c_return")
         elif event in ("call", "return"):
             mod = (frame.f_globals.get("__name__", "") or "").split(".")[0]
             if mod in FOREIGN_PREFIXES:
@@ -66,9 +68,9 @@ class _CallClock:
             self.started = _perf()
         self.depth += 1
 
-    def _leave(self) -> None:
+    def _leave(self, counted: bool = True) -> None:
         self.depth = max(0, self.depth - 1)
-        if self.depth == 0:
+        if self.depth == 0 and counted:
             self.seconds += _perf() - self.started
 
 
@@ -122,18 +124,18 @@ def _under_torch_op(evt) -> bool:
 
 
 def _split_device_time(events) -> tuple[float, float]:
-    """(custom us, torch us) of device work, from the kernels each CPU event launched."""
-    custom = torch_time = 0.0
+    """(custom us, torch us) of device work. PyTorch's is the kernels linked to a
+    CPU event under a PyTorch operator; the solution's is all other device work
+    (kernels an extension or Triton launches are often linked to no operator)."""
+    total = torch_time = 0.0
     for evt in events:
-        kernels = getattr(evt, "kernels", None) or []
-        if not kernels or evt.device_type != torch.autograd.DeviceType.CPU:
+        if evt.device_type == torch.autograd.DeviceType.CUDA:
+            total += evt.time_range.elapsed_us()
             continue
-        us = sum(k.duration for k in kernels)
-        if _under_torch_op(evt):
-            torch_time += us
-        else:
-            custom += us
-    return custom, torch_time
+        kernels = getattr(evt, "kernels", None) or []
+        if kernels and _under_torch_op(evt):
+            torch_time += sum(k.duration for k in kernels)
+    return max(0.0, total - torch_time), min(torch_time, total) if total else torch_time
 
 
 def _cpu_operator_us(events) -> float:

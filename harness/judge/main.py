@@ -49,6 +49,7 @@ def run(spec: dict, remote: Remote, emit) -> dict:
         judge.check()
         if spec["time"]:
             timing = time_task(judge, spec)
+        judge.profile()
         judge.phase("done")
     except TaskFailed as e:
         status, message = e.status, e.message

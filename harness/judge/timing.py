@@ -36,6 +36,10 @@ _perf = time.perf_counter
 ALLOWANCE_MIN_MS = 0.03
 ALLOWANCE_FRACTION = 0.25
 ALLOWANCE_SPREADS = 3.0
+# On the CPU clock the two processes share the host's caches and cores, and an
+# honest candidate's overhead was measured up to 1.6x the judge's on a loaded
+# 2-core machine: the bound there is the judge's whole overhead.
+ALLOWANCE_FRACTION_CPU = 1.0
 MUTATION_EVERY = 5  # compare the lent timing inputs with the judge's copy every 5th sample
 
 
@@ -141,7 +145,8 @@ class Timer:
         finally:
             gc.enable()
         result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
-        result.bound_note = bound_violation(ref, sol)
+        fraction = ALLOWANCE_FRACTION_CPU if clock_name == "cpu_clock" else ALLOWANCE_FRACTION
+        result.bound_note = bound_violation(ref, sol, fraction)
         print(f"[kbench] per-call time outside the timed region, median ms: reference {stats.median(ref.outside_ms):.4f}, "
               f"solution {stats.median(sol.outside_ms):.4f} (empty request {self.rtt_ms:.4f})", flush=True)
         return result
@@ -154,10 +159,14 @@ class Timer:
         return stats.median(walls)
 
     def _pair_events(self, ref: Side, sol: Side, base: Side | None) -> None:
+        # The judge's GPU work (fresh inputs) comes right before the candidate's
+        # sample, and the candidate's right before the reference's: each side's
+        # measured wall time pays one switch between the two processes' GPU
+        # contexts (a few hundred us on an H100), so the overheads compare.
         inputs = self.fresh()
         self.write_lent(inputs)
-        r_ms, r_wall, r_out, r_fp = self.ref_sample(inputs, self.fp_seed)
         s_ms, s_wall, s_out, s_fp = self.sol_sample(self.fp_seed)
+        r_ms, r_wall, r_out, r_fp = self.ref_sample(inputs, self.fp_seed)
         self._check_fp(s_fp, r_fp)
         if len(sol.ms) % MUTATION_EVERY == 0 and not check.same_inputs(self.lent, inputs):
             self.j.flags.add(Flag.INPUT_MUTATION)
@@ -200,6 +209,7 @@ class Timer:
         sol_copies = [self.j.shared.lend(inputs) for _ in range(plan.copies)]
         fds: list[int] = []
         self.j.ask({"op": "bind", "copies": channel.encode(sol_copies, fds, [], by_copy=False)}, fds)
+        self.lent = sol_copies[0]  # what the candidate's plain samples read from now on, graphs or not
         try:
             ref_graph = graph_clock.GraphSampler(self.j.call_reference, ref_copies, self.clock, plan.calls, plan.keep_all)
         except Exception as e:  # noqa: BLE001
@@ -211,15 +221,15 @@ class Timer:
         self._validate_graphs(ref_graph, ref_copies, sol_copies)
 
         def pair(ref: Side, sol: Side, base: Side | None) -> None:
-            self._refresh(ref_copies, sol_copies)
-            t0 = _perf()
-            r_ms, r_wall = ref_graph.sample()
-            r_fp = [fingerprint.project(o, self.fp_seed) for o in ref_graph.outputs()]
-            r_out = (_perf() - t0) * 1e3 / plan.calls - r_ms
+            self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
             reply, _ = self.j.ask({"op": "graph_sample", "fp_seed": self.fp_seed}, when="while being timed")
             s_ms, s_wall = float(reply.get("ms", -1)), float(reply.get("wall_ms", -1))
             s_out = (self.remote.last_wall_s * 1e3 - self.rtt_ms) / plan.calls - s_ms
             s_fp = reply.get("fp")
+            t0 = _perf()
+            r_ms, r_wall = ref_graph.sample()
+            r_fp = [fingerprint.project(o, self.fp_seed) for o in ref_graph.outputs()]
+            r_out = (_perf() - t0) * 1e3 / plan.calls - r_ms
             if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
                 raise TaskFailed(Status.INCORRECT, "the candidate's graph returned no projection for its timed calls")
             for a, b in zip(s_fp, r_fp):
@@ -270,7 +280,7 @@ def _add(side: Side, ms: float, wall: float, outside: float) -> None:
     side.outside_ms.append(outside)
 
 
-def bound_violation(ref: Side, sol: Side) -> str | None:
+def bound_violation(ref: Side, sol: Side, fraction: float = ALLOWANCE_FRACTION) -> str | None:
     """Why the candidate's samples cannot fit the wall time the judge measured, or None.
     An honest candidate's time outside its timed calls is the judge's own (same
     clock code) give or take noise; a forger's grows by what it hid."""
@@ -278,7 +288,7 @@ def bound_violation(ref: Side, sol: Side) -> str | None:
         return None
     own = stats.median(ref.outside_ms)
     theirs = stats.median(sol.outside_ms)
-    allowance = max(ALLOWANCE_MIN_MS, ALLOWANCE_FRACTION * own, ALLOWANCE_SPREADS * stats.iqr(ref.outside_ms))
+    allowance = max(ALLOWANCE_MIN_MS, fraction * own, ALLOWANCE_SPREADS * stats.iqr(ref.outside_ms))
     if any(m < 0 for m in sol.ms):
         return "the candidate reported negative sample times"
     if theirs > own + allowance:
