@@ -132,8 +132,11 @@ def _split_device_time(events) -> tuple[float, float]:
         if evt.device_type == torch.autograd.DeviceType.CUDA:
             total += evt.time_range.elapsed_us()
             continue
+        # Kernels hang on the innermost operator that launched them, and again on
+        # bookkeeping events below it (seen on an H100: "Activity Buffer Request"
+        # under aten::mm lists aten::mm's kernels): count operators' lists only.
         kernels = getattr(evt, "kernels", None) or []
-        if kernels and _under_torch_op(evt):
+        if kernels and _is_torch_op(evt):
             torch_time += sum(k.duration for k in kernels)
     return max(0.0, total - torch_time), min(torch_time, total) if total else torch_time
 
