@@ -173,7 +173,7 @@ class Child:
             pass  # it died waiting; its exit code says how
         timed_out = False
         try:
-            proc.wait(timeout=timeout)
+            self._wait(timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
@@ -193,6 +193,25 @@ class Child:
             dropped_log_bytes=dropped,
             messages=messages,
         )
+
+    def _wait(self, timeout: float) -> None:
+        """Until the child exits or, for a judge, its result has arrived (what it
+        does after that is cleanup, which killing its group does faster)."""
+        if self.results is None:
+            self.proc.wait(timeout=timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if any("result" in m for m in list(self.results.messages)):
+                try:
+                    self.proc.wait(timeout=0.5)  # a moment to end the candidate itself
+                except subprocess.TimeoutExpired:
+                    kill_group(self.proc)
+                    self.proc.wait()
+                return
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.proc.args, timeout)
+            time.sleep(0.005)
 
     def discard(self) -> None:
         """Kill a child that was started and never used."""

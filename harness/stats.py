@@ -13,6 +13,10 @@ def median(xs: Sequence[float]) -> float:
     return float(np.median(np.asarray(xs, dtype=float)))
 
 
+def quantile(xs: Sequence[float], q: float) -> float:
+    return float(np.quantile(np.asarray(xs, dtype=float), q))
+
+
 def iqr(xs: Sequence[float]) -> float:
     q75, q25 = np.percentile(np.asarray(xs, dtype=float), [75, 25])
     return float(q75 - q25)

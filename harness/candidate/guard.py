@@ -45,7 +45,7 @@ WATCHED = (
 # Namespaces whose every public callable is watched: a solution that wraps
 # torch.softmax (to slow a reference it hopes shares its process) or
 # torch.isnan (to blind a checker) replaces one of these.
-NAMESPACES = ("torch", "torch.nn.functional", "torch.Tensor", "torch.cuda", "torch.linalg", "torch.fft",
+NAMESPACES = ("torch", "torch.nn.functional", "torch.Tensor", "torch._C.TensorBase", "torch.cuda", "torch.linalg", "torch.fft",
               "torch.special", "torch.nn.Module", "torch.autograd", "torch.testing", "time", "gc", "os")
 HARNESS_PREFIX = "harness."
 
@@ -71,8 +71,16 @@ def snapshot() -> dict[str, int]:
         ns = _resolve(ns_name)
         if ns is None:
             continue
-        for key, value in list(vars(ns).items()):
-            if not key.startswith("_") and callable(value):
+        # dir(), not vars(): a class's inherited methods count (torch.Tensor.abs_ comes
+        # from the C base class, and assigning it adds a name vars() never had).
+        for key in dir(ns):
+            if key.startswith("_"):
+                continue
+            try:
+                value = getattr(ns, key)
+            except Exception:  # noqa: BLE001 - lazy attributes may fail to load
+                continue
+            if callable(value):
                 snap[f"{ns_name}.{key}"] = id(value)
     for mod_name, mod in list(sys.modules.items()):
         if mod_name.startswith(HARNESS_PREFIX) and mod is not None:

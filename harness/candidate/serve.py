@@ -102,12 +102,18 @@ class Candidate:
         self.last_out = None
         info = None
         if msg.get("profile"):
+            # The guard looks before the profiler runs: torch's first profile imports
+            # torch._dynamo, which rewraps torch.manual_seed itself.
+            tampered = self._tampered()
             out, info = custom.measure(lambda: self.call(inputs), self.device, self.hooks.extension_names)
         else:
             out = self.call(inputs)
         self._sync()
         self.last_out = out
-        self.reply({"threads": self.threads_left[:3], "custom": info}, out, has_payload=True)
+        header = {"threads": self.threads_left[:3], "custom": info}
+        if msg.get("profile"):
+            header["tampered"] = tampered
+        self.reply(header, out, has_payload=True, guard_check=not msg.get("profile"))
 
     def op_bind(self, msg: dict, fds: list[int]) -> None:
         """The judge lends the buffers timed calls read; it rewrites them between calls."""
@@ -200,9 +206,7 @@ def _share_weights(model: Any, ref_state: dict) -> None:
 def main() -> None:
     fd, scratch = int(sys.argv[1]), sys.argv[2]
     sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_JUDGE_PID", os.getppid())))
-    # Seconds of imports, done while waiting for the task; and before the guard's
-    # snapshot, since importing torch._dynamo (the profiler does) rewraps torch.manual_seed.
-    import torch._dynamo  # noqa: F401
+    # Seconds of imports, done while waiting for the task.
     import torch.profiler  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
 

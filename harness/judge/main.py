@@ -199,10 +199,12 @@ def main() -> None:
     t0 = time.monotonic()
     try:
         result = run(spec, remote, emit)
+        result["worker_seconds"] = time.monotonic() - t0
+        # The result first: kbench may end this process as soon as it has it (the
+        # candidate then dies with it, and kbench sweeps any orphan).
+        emit({"result": result})
     finally:
         remote.close()
-    result["worker_seconds"] = time.monotonic() - t0
-    emit({"result": result})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: CUDA teardown can hang
