@@ -11,6 +11,7 @@ from pathlib import Path, PurePath
 from .gate import GatePolicy, verdict
 from .records import RunResults, Status, TaskResult
 from .report import atomic_write
+from .units import duration
 
 # Characters XML 1.0 cannot hold even escaped (NUL, ANSI colour escapes from a
 # compiler, ...): ElementTree would write them and the file would not parse.
@@ -47,7 +48,7 @@ def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
         return case, "failed"
     if r.speedup is not None:
         out = ET.SubElement(case, "system-out")
-        out.text = f"speedup {r.speedup:.3f}x (ref {r.ref_ms:.4f} ms, solution {r.sol_ms:.4f} ms)"
+        out.text = f"speedup {r.speedup:.3f}x (ref {duration(r.ref_ms)}, solution {duration(r.sol_ms)})"
     return case, "passed"
 
 
