@@ -262,7 +262,8 @@ def report(results_path, fmt, fail_on, out_path) -> None:
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
               help="Flags that make a task's verdict fail, in both runs alike.")
 def compare(base_path, new_path, threshold, fmt, fail_on) -> None:
-    """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, new, removed.
+    """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, not comparable
+    (the problem file changed), new, removed.
 
     Exit 1 when a task newly fails or is significantly slower by more than --threshold, else 0."""
     from harness import compare as cmp

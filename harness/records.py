@@ -136,6 +136,9 @@ class TaskResult:
     # Where the worker's seconds went inside its phases: inputs, timing, check_* parts.
     spent_seconds: dict[str, float] = field(default_factory=dict)
     gpu: Optional[int] = None  # the CUDA device index it ran on, with --gpus
+    # sha256 of the problem file the task ran against ("" when not recorded): `compare`
+    # will not call a task faster or slower when its problem changed between the runs.
+    problem_sha256: str = ""
 
     @property
     def key(self) -> str:
