@@ -213,10 +213,12 @@ def _parse_gpus(text: str) -> tuple[int, ...]:
 def list_(problems, solutions, problem_filters, set_filters) -> None:
     """Show problems, solution sets, the tasks they make, and files that match no problem."""
     from harness.discover import discover
+    from harness.facts_cache import facts_of_files
 
     found = discover(problems, solutions if solutions.exists() or solutions != Path("solutions") else None,
                      tuple(problem_filters), tuple(set_filters))
-    console.print_discovery(found)
+    facts, cached = facts_of_files([p.path for p in found.problems])
+    console.print_discovery(found, facts, cached)
 
 
 @main.command()

@@ -132,12 +132,12 @@ def print_results(run: RunResults, policy: GatePolicy) -> None:
     _print_table(out, t)
 
 
-def print_discovery(found: Discovery) -> None:
+def print_discovery(found: Discovery, facts: dict, cached: int = 0) -> None:
+    """The problems with their facts (facts_cache.facts_of_files: by problem path, a
+    ProblemFacts or a line saying why there is none), the sets and unmatched files."""
     per_problem: dict[str, list[str]] = {}
     for t in found.tasks:
         per_problem.setdefault(t.problem, []).append(t.solution_set)
-    from .shapes import shape_of_file
-
     t = Table(title=f"{len(found.problems)} problems", title_justify="left")
     _name_column(t, "problem", [p.name for p in found.problems])
     for col, just in (("inputs", "left"), ("outputs", "left"), ("in GB", "right"),
@@ -145,15 +145,18 @@ def print_discovery(found: Discovery) -> None:
         t.add_column(col, justify=just)
     for p in found.problems:
         sets = per_problem.get(p.name, [])
-        shape = shape_of_file(p.path)
+        shape = facts[p.path]
         if isinstance(shape, str):
-            cells = [f"[red]{escape(shape[:80])}[/]", "", "", "", ""]
+            style = "yellow" if shape.startswith("needs ") else "red"
+            cells = [f"[{style}]{escape(shape[:80])}[/]", "", "", "", ""]
         else:
             flops = "?" if shape.flops is None else f"{shape.flops / 1e9:.1f}"
             cells = [", ".join(shape.inputs), ", ".join(shape.outputs), f"{shape.input_bytes / 1e9:.3f}",
                      f"{shape.output_bytes / 1e9:.3f}", flops]
-        t.add_row(p.name, *cells, str(len(sets)), ", ".join(sorted(set(sets))))
-    out.print(t)
+        t.add_row(escape(p.name), *cells, str(len(sets)), ", ".join(sorted(set(sets))))
+    _print_table(out, t)
+    if found.problems:
+        note(f"problem facts: {cached} of {len(found.problems)} from the cache")
     s = Table(title=f"{len(found.sets)} solution sets, {len(found.tasks)} tasks", title_justify="left")
     s.add_column("set")
     s.add_column("solutions", justify="right")
