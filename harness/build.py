@@ -25,7 +25,7 @@ from typing import Callable
 from .isolate import kill_all, run_child
 from .records import BuildResult, Status, Task
 
-BUILD_SALT = "kbench-build-1"  # bump to invalidate every cached build
+BUILD_SALT = "kbench-build-2"  # bump to invalidate every cached build (2: verbose builds kept only torch's line)
 RESULT_FILE = "build.json"
 LOG_FILE = "build.log"
 
