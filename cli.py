@@ -5,9 +5,11 @@ was missed); 2 usage error (bad flag, missing folder); 130 interrupted.
 """
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -45,7 +47,8 @@ def _interrupt_with_deadline(signum, frame) -> None:
 
 
 class KbenchGroup(click.Group):
-    """Turns a UserError anywhere into one line and exit code 2, never a traceback."""
+    """Turns a UserError anywhere, and a bad option value, into one line and exit code 2,
+    never a traceback or a usage screen."""
 
     def invoke(self, ctx):
         try:
@@ -53,6 +56,50 @@ class KbenchGroup(click.Group):
         except UserError as e:
             console.error(str(e))
             sys.exit(EXIT_USAGE)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # a bare subcommand: its help is the answer
+                raise
+            command = e.ctx.command_path if e.ctx else "kbench"
+            console.error(f"{e.format_message()} (see {command} --help)")
+            sys.exit(EXIT_USAGE)
+
+
+class Seconds(click.ParamType):
+    """A positive, finite number of seconds: 0, -5 and nan would make every task fail."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) and math.isfinite(value) and value > 0:
+            return value
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"takes a positive number of seconds, not {value}", param, ctx)
+        return seconds
+
+
+def _writable_out(ctx, param, value: Path | None) -> Path | None:
+    """--out must be a folder kbench can write: say so now, in one line, rather than
+    with a traceback after the builds."""
+    if value is None:
+        return None
+    if value.exists() and not value.is_dir():
+        raise UserError(f"--out {value} is a file, not a folder; pass a new folder (or an earlier run's) for the results")
+    existing = value
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--out {value}: {existing} is a file, not a folder; pass a folder path for the results")
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".kbench-write-check-"):
+            pass
+    except OSError as e:
+        raise UserError(f"--out {value}: cannot write in {existing} ({e.strerror or e}); "
+                        "pass a folder you can write, e.g. --out results/mine") from None
+    return value
 
 
 @click.group(cls=KbenchGroup)
@@ -75,11 +122,12 @@ def _folder_options(f):
 
 @main.command()
 @_folder_options
-@click.option("--out", type=click.Path(path_type=Path), help="Run folder [default: results/<timestamp>/].")
+@click.option("--out", type=click.Path(path_type=Path), callback=_writable_out,
+              help="Run folder [default: results/<timestamp>/].")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
               help="cpu runs the same pipeline on C++ and pure-torch solutions with a CPU clock.")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per task (load, check, time).")
-@click.option("--build-timeout", type=float, default=600.0, show_default=True, help="Seconds per solution build.")
+@click.option("--timeout", type=Seconds(), default=300.0, show_default=True, help="Seconds per task (load, check, time).")
+@click.option("--build-timeout", type=Seconds(), default=600.0, show_default=True, help="Seconds per solution build.")
 @click.option("--build-jobs", type=int, default=0, help="Parallel builds [default: cores, at most 16].")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Build cache [default: $KBENCH_CACHE or ~/.cache/kbench].")
 @click.option("--no-cache", is_flag=True, help="Rebuild every solution, ignoring cached builds.")
@@ -87,7 +135,7 @@ def _folder_options(f):
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference (faster; tolerances fall back to fixed floors).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
-@click.option("--time-budget", type=float, default=10.0, show_default=True, help="Seconds of timing per task at most.")
+@click.option("--time-budget", type=Seconds(), default=10.0, show_default=True, help="Seconds of timing per task at most.")
 @click.option("--timing-mode", type=click.Choice(["auto", "events", "graph"]), default="auto", show_default=True,
               help="How GPU calls are timed: CUDA events per call, or calls captured in a CUDA graph with events inside "
                    "(no launch gaps); auto uses graphs when a side runs under 50 us.")
@@ -165,10 +213,12 @@ def _parse_gpus(text: str) -> tuple[int, ...]:
 def list_(problems, solutions, problem_filters, set_filters) -> None:
     """Show problems, solution sets, the tasks they make, and files that match no problem."""
     from harness.discover import discover
+    from harness.facts_cache import facts_of_files
 
     found = discover(problems, solutions if solutions.exists() or solutions != Path("solutions") else None,
                      tuple(problem_filters), tuple(set_filters))
-    console.print_discovery(found)
+    facts, cached = facts_of_files([p.path for p in found.problems])
+    console.print_discovery(found, facts, cached)
 
 
 @main.command()
@@ -214,7 +264,8 @@ def report(results_path, fmt, fail_on, out_path) -> None:
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
               help="Flags that make a task's verdict fail, in both runs alike.")
 def compare(base_path, new_path, threshold, fmt, fail_on) -> None:
-    """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, new, removed.
+    """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, not comparable
+    (the problem file changed), new, removed.
 
     Exit 1 when a task newly fails or is significantly slower by more than --threshold, else 0."""
     from harness import compare as cmp

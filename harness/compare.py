@@ -16,7 +16,8 @@ from .records import RunResults, TaskResult
 from .report import _md_table
 
 # Worst first: a reviewer reads the top of the table.
-MARKS = ("newly failing", "slower", "fixed", "faster", "not significant", "still failing", "untimed", "new", "removed")
+MARKS = ("newly failing", "slower", "fixed", "faster", "not significant", "still failing", "not comparable", "untimed",
+         "new", "removed")
 COLUMNS = ["mark", "problem", "set", "candidate", "base", "new", "change"]
 
 
@@ -70,6 +71,8 @@ def _mark(b: TaskResult | None, n: TaskResult | None, policy: GatePolicy, thresh
         return "new", None, False
     if n is None:
         return "removed", None, False
+    if problem_changed(b, n):
+        return "not comparable", None, False  # another problem: neither its verdict nor its speed carries over
     b_ok, n_ok = verdict(b, policy).passed, verdict(n, policy).passed
     if b_ok != n_ok:
         return ("fixed", None, False) if n_ok else ("newly failing", None, True)
@@ -84,6 +87,12 @@ def _mark(b: TaskResult | None, n: TaskResult | None, policy: GatePolicy, thresh
     if n_hi < b_lo:
         return "slower", change, -change > threshold
     return "not significant", change, False
+
+
+def problem_changed(b: TaskResult, n: TaskResult) -> bool:
+    """Both runs recorded the problem file's hash, and it differs. Runs that did not
+    record it (older results files) compare as before."""
+    return bool(b.problem_sha256) and bool(n.problem_sha256) and b.problem_sha256 != n.problem_sha256
 
 
 def compare(base: RunResults, new: RunResults, policy: GatePolicy, threshold: float = 0.05) -> Comparison:
@@ -112,7 +121,8 @@ def _side(r: TaskResult | None, policy: GatePolicy) -> str:
 def table(cmp: Comparison, policy: GatePolicy) -> pd.DataFrame:
     rows = [
         {
-            "mark": row.mark + (" (beyond threshold)" if row.fails and row.mark == "slower" else ""),
+            "mark": row.mark + (" (beyond threshold)" if row.fails and row.mark == "slower" else "")
+            + (" (problem file changed)" if row.mark == "not comparable" else ""),
             "problem": row.problem, "set": row.solution_set, "candidate": row.candidate,
             "base": _side(row.base, policy), "new": _side(row.new, policy),
             "change": "" if row.change is None else f"{row.change:+.1%}",

@@ -1,7 +1,9 @@
 """The one place that prints: progress and messages on stderr, tables on stdout."""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import PurePath
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,11 +13,13 @@ from rich.table import Table
 from .discover import Discovery
 from .gate import GatePolicy, verdict
 from .records import BuildResult, RunResults, Status, Task, TaskResult
+from .units import duration
 
 # Outside a terminal (CI logs, pipes) rich would wrap at 80 columns; tables and
-# messages read better whole.
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+# messages read better whole. An explicit COLUMNS is obeyed everywhere.
+_WIDTH = None if os.environ.get("COLUMNS") else 200
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _WIDTH)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else _WIDTH)
 
 _STYLE = {Status.OK: "green", Status.SKIPPED: "yellow"}
 
@@ -61,13 +65,13 @@ class RichReporter:
 
     def build_done(self, task: Task, result: BuildResult) -> None:
         self.progress.advance(self.bar)
-        self.progress.update(self.bar, current=f"{task.solution_set}/{task.problem}")
+        self.progress.update(self.bar, current=_task_name(task))
 
     def task_started(self, task: Task, index: int, total: int) -> None:
         if index == 0:
             self.progress.update(self.bar, current="")
             self.bar = self.progress.add_task("evaluate", total=total, current="")
-        self.progress.update(self.bar, current=f"{task.solution_set}/{task.problem}")
+        self.progress.update(self.bar, current=_task_name(task))
 
     def task_done(self, r: TaskResult) -> None:
         self.progress.advance(self.bar)
@@ -76,55 +80,83 @@ class RichReporter:
         flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
         msg = f": {r.message}" if r.message and r.status is not Status.OK else ""
         self.progress.console.print(
-            f"[{style}]{r.status.value:>13}[/] {escape(r.problem)} [dim]{escape(r.solution_set)}[/]"
-            f"{speed}{escape(flags)}{escape(msg[:300])}"
+            f"[{style}]{r.status.value:>13}[/] {escape(r.problem)} [dim]{escape(r.solution_set)}[/] "
+            f"{escape(PurePath(r.solution_path).name)}{speed}{escape(flags)}{escape(msg[:300])}"
         )
 
     def note(self, text: str) -> None:
         self.progress.console.print(f"[yellow]{escape(text)}[/]")
 
 
+def _task_name(task: Task) -> str:
+    return f"{task.solution_set}/{task.problem} {PurePath(task.solution_path).name}"
+
+
+def _name_column(t: Table, name: str, cells) -> None:
+    """A column whose cells are names a reader greps for: never cut to 'level1/...' or
+    folded; the table grows past the terminal's width instead (see _print_table)."""
+    t.add_column(name, no_wrap=True, min_width=max([len(name)] + [len(c) for c in cells]))
+
+
+def _print_table(console: Console, t: Table) -> None:
+    """Print at the console's width, or wider when the columns' minimum widths need it
+    (the terminal wraps the lines): rich would otherwise shrink every column, names
+    included, to fit."""
+    need = sum(c.min_width or 1 for c in t.columns) + 3 * len(t.columns) + 1  # "│ " and " " per column, "│"
+    if console.width >= need:
+        console.print(t)
+        return
+    wide = Console(file=console.file, width=need, highlight=False, color_system=console.color_system,
+                   force_terminal=console.is_terminal, no_color=console.no_color)
+    wide.print(t)
+
+
 def print_results(run: RunResults, policy: GatePolicy) -> None:
     t = Table(title=f"kbench {run.run.run_id} on {run.run.device}", title_justify="left")
-    for col, just in (("problem", "left"), ("set", "left"), ("status", "left"), ("flags", "left"),
-                      ("ref ms", "right"), ("sol ms", "right"), ("speedup", "right"), ("verdict", "left")):
-        t.add_column(col, justify=just)
+    _name_column(t, "problem", [r.problem for r in run.results])
+    _name_column(t, "set", [r.solution_set for r in run.results])
+    _name_column(t, "solution", [PurePath(r.solution_path).name for r in run.results])
+    longest_flag = max([len(f.value) for r in run.results for f in r.flags], default=5)
+    for col, just, least in (("status", "left", 13), ("flags", "left", longest_flag), ("ref", "right", 9),
+                             ("sol", "right", 9), ("speedup", "right", 8), ("verdict", "left", 7)):
+        t.add_column(col, justify=just, min_width=least)  # wraps between flags, never inside a word or a time
     for r in run.results:
         v = verdict(r, policy)
         style = _STYLE.get(r.status, "red")
         t.add_row(
-            r.problem, r.solution_set, f"[{style}]{r.status.value}[/]", ", ".join(f.value for f in r.flags),
-            _ms(r.ref_ms), _ms(r.sol_ms), f"{r.speedup:.3f}x" if r.speedup is not None else "",
+            escape(r.problem), escape(r.solution_set), escape(PurePath(r.solution_path).name),
+            f"[{style}]{r.status.value}[/]", ", ".join(f.value for f in r.flags),
+            duration(r.ref_ms), duration(r.sol_ms), f"{r.speedup:.3f}x" if r.speedup is not None else "",
             "[green]pass[/]" if v.passed else "[red]fail[/]",
         )
-    out.print(t)
+    _print_table(out, t)
 
 
-def _ms(x: float | None) -> str:
-    return "" if x is None else f"{x:.4f}"
-
-
-def print_discovery(found: Discovery) -> None:
+def print_discovery(found: Discovery, facts: dict, cached: int = 0) -> None:
+    """The problems with their facts (facts_cache.facts_of_files: by problem path, a
+    ProblemFacts or a line saying why there is none), the sets and unmatched files."""
     per_problem: dict[str, list[str]] = {}
     for t in found.tasks:
         per_problem.setdefault(t.problem, []).append(t.solution_set)
-    from .shapes import shape_of_file
-
     t = Table(title=f"{len(found.problems)} problems", title_justify="left")
-    for col, just in (("problem", "left"), ("inputs", "left"), ("outputs", "left"), ("in GB", "right"),
+    _name_column(t, "problem", [p.name for p in found.problems])
+    for col, just in (("inputs", "left"), ("outputs", "left"), ("in GB", "right"),
                       ("out GB", "right"), ("GFLOP (mm/conv)", "right"), ("solutions", "right"), ("sets", "left")):
         t.add_column(col, justify=just)
     for p in found.problems:
         sets = per_problem.get(p.name, [])
-        shape = shape_of_file(p.path)
+        shape = facts[p.path]
         if isinstance(shape, str):
-            cells = [f"[red]{escape(shape[:80])}[/]", "", "", "", ""]
+            style = "yellow" if shape.startswith("needs ") else "red"
+            cells = [f"[{style}]{escape(shape[:80])}[/]", "", "", "", ""]
         else:
             flops = "?" if shape.flops is None else f"{shape.flops / 1e9:.1f}"
             cells = [", ".join(shape.inputs), ", ".join(shape.outputs), f"{shape.input_bytes / 1e9:.3f}",
                      f"{shape.output_bytes / 1e9:.3f}", flops]
-        t.add_row(p.name, *cells, str(len(sets)), ", ".join(sorted(set(sets))))
-    out.print(t)
+        t.add_row(escape(p.name), *cells, str(len(sets)), ", ".join(sorted(set(sets))))
+    _print_table(out, t)
+    if found.problems:
+        note(f"problem facts: {cached} of {len(found.problems)} from the cache")
     s = Table(title=f"{len(found.sets)} solution sets, {len(found.tasks)} tasks", title_justify="left")
     s.add_column("set")
     s.add_column("solutions", justify="right")

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from pathlib import PurePath
 
 from . import report
 from .gate import GatePolicy, verdict
 from .junit import xml_safe
 from .records import RunResults, Status
+from .units import duration
 
 PASS, FAIL = "#1a7f37", "#cf222e"
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#1f2328;max-width:1200px}
@@ -46,7 +48,7 @@ def _table(header: list[str], rows: list[list], id_: str | None = None, row_clas
 
 
 def _numeric(cell) -> bool:
-    return isinstance(cell, str) and cell.rstrip("x%").replace(".", "", 1).isdigit()
+    return isinstance(cell, str) and re.fullmatch(r"\d+(\.\d+)?(x|%| us| ms| s)?", cell) is not None
 
 
 # ---- charts -------------------------------------------------------------------
@@ -63,9 +65,13 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
 
 def speedup_chart(run: RunResults, policy: GatePolicy) -> _Markup:
     """A dot per timed task on a log axis, one lane per solution set; the 1x line is the reference."""
-    points = [(r, verdict(r, policy).passed) for r in run.results if r.speedup is not None and r.speedup > 0]
+    points = [(r, verdict(r, policy).passed) for r in run.results
+              if r.speedup is not None and 0 < r.speedup < math.inf]  # a log axis has no room for 0 or inf
+    infinite = sum(1 for r in run.results if r.speedup is not None and math.isinf(r.speedup))
+    left_out = (_el("p", f"{infinite} task{'s' * (infinite != 1)} with an infinite speedup (a solution time of 0) "
+                         "not shown.", class_="note") if infinite else None)
     if not points:
-        return _el("p", "No task has a speedup (none was correct and timed).", class_="note")
+        return _el("div", _el("p", "No task has a speedup (none was correct and timed).", class_="note"), left_out)
     sets = list(dict.fromkeys(r.solution_set for r, _ in points))
     lo = min([r.speedup for r, _ in points] + [1.0]) / 1.3
     hi = max([r.speedup for r, _ in points] + [1.0]) * 1.3
@@ -85,8 +91,9 @@ def speedup_chart(run: RunResults, policy: GatePolicy) -> _Markup:
         tip = f"{r.problem} ({r.solution_set}, {PurePath(r.solution_path).name}): {r.speedup:.3f}x, {'pass' if ok else 'fail'}"
         parts.append(_el("circle", _el("title", tip), cx=f"{x(r.speedup):.1f}", cy=y, r="5",
                          fill=PASS if ok else FAIL, fill_opacity="0.75"))
-    return _el("svg", *parts, id="speedup-chart", xmlns="http://www.w3.org/2000/svg", width=left + width + 20,
-               height=height, role="img", aria_label="speedup per task, log axis")
+    svg = _el("svg", *parts, id="speedup-chart", xmlns="http://www.w3.org/2000/svg", width=left + width + 20,
+              height=height, role="img", aria_label="speedup per task, log axis")
+    return _Markup(svg + left_out) if left_out else svg
 
 
 def roofline_chart(run: RunResults) -> tuple[_Markup, int]:
@@ -95,7 +102,7 @@ def roofline_chart(run: RunResults) -> tuple[_Markup, int]:
     rows = []
     for r in run.results:
         t = r.timing
-        if t and t.bytes_moved and t.floor_ms and t.sol.median_ms > 0:
+        if t and t.bytes_moved and t.floor_ms and 0 < t.sol.median_ms < math.inf:
             rows.append((r, t.bytes_moved / t.sol.median_ms / 1e6, t.bytes_moved / t.floor_ms / 1e6))  # GB/s
     skipped = len(run.results) - len(rows)
     if not rows:
@@ -140,7 +147,7 @@ def render(run: RunResults, policy: GatePolicy) -> str:
     roofline, left_out = roofline_chart(run)
     task_rows = [
         [r["problem"], r["solution_set"], PurePath(r["solution_path"]).name, r["status"], r["flags"].replace(";", ", "),
-         fmt(r["ref_ms"], ".4f"), fmt(r["sol_ms"], ".4f"), fmt(r["speedup"], ".3f"),
+         duration(r["ref_ms"]), duration(r["sol_ms"]), fmt(r["speedup"], ".3f"),
          f"{fmt(r['speedup_ci_low'], '.3f')}-{fmt(r['speedup_ci_high'], '.3f')}" if fmt(r["speedup_ci_low"], ".3f") else "",
          r["clock"] if isinstance(r["clock"], str) else "", r["verdict"]]
         for r in df.to_dict("records")
@@ -174,7 +181,7 @@ def render(run: RunResults, policy: GatePolicy) -> str:
         _el("p", f"{left_out} of {len(run.results)} tasks not shown: no bytes_moved or floor_ms (not timed, failed "
                  "before timing, or the device bandwidth was not measured).", class_="note") if left_out else None,
         _el("h2", "Results"),
-        _table(["problem", "set", "solution", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "clock", "verdict"],
+        _table(["problem", "set", "solution", "status", "flags", "ref time", "sol time", "speedup", "95% CI", "clock", "verdict"],
                task_rows, id_="tasks", row_classes=[f"task {r[-1]}" for r in task_rows]),
         _el("h2", "Failures and flags") if failures else None,
         _el("div", *failures, id="failures") if failures else None,

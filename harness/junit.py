@@ -1,6 +1,6 @@
 """JUnit XML for CI dashboards (GitLab, Jenkins, GitHub test reporters): one
-testsuite per solution set, one testcase per task, a failure where the gate's
-verdict fails. Built with ElementTree so that messages holding <, & or quotes
+testsuite per solution set, one testcase per task, a failure exactly where the
+gate's verdict fails (skipped tasks included: the gate fails them). Built with ElementTree so that messages holding <, & or quotes
 (compiler output does) can never break the file."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path, PurePath
 from .gate import GatePolicy, verdict
 from .records import RunResults, Status, TaskResult
 from .report import atomic_write
+from .units import duration
 
 # Characters XML 1.0 cannot hold even escaped (NUL, ANSI colour escapes from a
 # compiler, ...): ElementTree would write them and the file would not parse.
@@ -31,12 +32,13 @@ def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
         "file": xml_safe(r.solution_path),
         "time": f"{r.seconds:.3f}",
     })
-    # A skipped task was never judged (CUDA solution on a CPU run, GPU lost): it
-    # is reported as skipped, not failed, as a test that did not run.
-    if r.status is Status.SKIPPED:
+    # A failure exactly where the gate fails the task, so that the dashboard and the exit
+    # code agree: a skipped task (a CUDA solution on a CPU run, a lost GPU) fails the gate,
+    # so it is a failure here too, with the reason it was skipped.
+    v = verdict(r, policy)
+    if v.passed and r.status is Status.SKIPPED:  # only if a gate ever passes skipped tasks
         ET.SubElement(case, "skipped", {"message": xml_safe(r.message)})
         return case, "skipped"
-    v = verdict(r, policy)
     if not v.passed:
         # Dashboards show the message attribute in their lists: reasons and the first line, the rest in the text.
         first = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
@@ -47,7 +49,7 @@ def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
         return case, "failed"
     if r.speedup is not None:
         out = ET.SubElement(case, "system-out")
-        out.text = f"speedup {r.speedup:.3f}x (ref {r.ref_ms:.4f} ms, solution {r.sol_ms:.4f} ms)"
+        out.text = f"speedup {r.speedup:.3f}x (ref {duration(r.ref_ms)}, solution {duration(r.sol_ms)})"
     return case, "passed"
 
 

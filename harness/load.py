@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -61,6 +62,7 @@ def install_build_hooks(device: str) -> BuildHooks:
         def builder(*args, **kwargs):
             if device == "cpu" and _wants_cuda(signature, args, kwargs):
                 raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
+            args, kwargs = _quiet(signature, args, kwargs)
             try:
                 module = original(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - re-raised; we only record it
@@ -75,6 +77,24 @@ def install_build_hooks(device: str) -> BuildHooks:
     for name in ("load_inline", "load"):
         setattr(cpp_extension, name, wrap(getattr(cpp_extension, name)))
     return hooks
+
+
+def _quiet(signature: inspect.Signature, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The same call with verbose=False. With verbose=True torch prints the compiler's
+    output and raises only "Error building extension '<name>'" (KernelBench's prompt
+    example passes it, so most generated solutions do); with verbose=False the output
+    is in the exception, which the build process keeps as the message and prints into
+    the task's log."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs  # torch raises its own error for a bad call
+    if not bound.arguments.get("verbose"):
+        return args, kwargs
+    bound.arguments["verbose"] = False
+    print("[kbench: verbose=True passed to the extension builder; built with verbose=False so that the "
+          "compiler's errors reach the message]", flush=True)
+    return bound.args, bound.kwargs
 
 
 def _wants_cuda(signature: inspect.Signature, args: tuple, kwargs: dict) -> bool:
@@ -107,6 +127,9 @@ def load_problem(path: str) -> ModuleType:
 
 def last_line(exc: BaseException) -> str:
     """The exception's own last line, which is what a user needs first."""
+    triton = triton_error_line(exc)
+    if triton:
+        return triton
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     # torch's CUDA errors end in advice (CUDA_LAUNCH_BLOCKING, TORCH_USE_CUDA_DSA);
@@ -123,3 +146,27 @@ def is_missing_cuda(exc: BaseException) -> bool:
     if isinstance(exc, ModuleNotFoundError) and exc.name in ("triton", "cupy", "pycuda"):
         return True
     return "Torch not compiled with CUDA" in text or "no NVIDIA driver" in text or "No CUDA GPUs" in text
+
+
+def triton_error_line(exc: BaseException) -> str | None:
+    """Triton's own message for a kernel that does not compile, or None for any other
+    exception. Triton compiles at the kernel's first call (in forward, not at import)
+    and raises triton.compiler.errors.CompilationError, whose text is "at L:C:", the
+    kernel's source up to the bad line, a caret under it, then the message; its last
+    line alone is often just the caret."""
+    if not any(c.__name__ == "CompilationError" and c.__module__.startswith("triton") for c in type(exc).__mro__):
+        return None
+    lines = str(exc).splitlines()
+    where = next((ln.strip().rstrip(":") for ln in lines if re.match(r"\s*at \d+:\d+:\s*$", ln)), "")
+    caret = next((i for i, ln in enumerate(lines) if ln.strip() == "^"), None)
+    source = lines[caret - 1].strip() if caret else ""
+    after = lines[caret + 1:] if caret is not None else lines[1:] if where else lines
+    message = " ".join(ln.strip() for ln in after if ln.strip())
+    if not message and exc.__cause__ is not None:
+        message = last_line(exc.__cause__)
+    parts = ["Triton compile error" + (f" {where}" if where else "")]
+    if source:
+        parts.append(f"`{source}`")
+    if message:
+        parts.append(message)
+    return ": ".join(parts)[:500]

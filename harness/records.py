@@ -151,6 +151,9 @@ class TaskResult:
     # How the candidate's process was confined ("landlock ABI 7: ..."), or None
     # when it ran unconfined (no Landlock in this kernel, or it never started).
     sandbox: Optional[str] = None
+    # sha256 of the problem file the task ran against ("" when not recorded): `compare`
+    # will not call a task faster or slower when its problem changed between the runs.
+    problem_sha256: str = ""
 
     @property
     def key(self) -> str:

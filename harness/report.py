@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pandas as pd
 
 from . import stats
 from .gate import GatePolicy, verdict
 from .records import RunResults, Status, UserError, results_from_json, to_json_dict
+from .units import duration
 
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 CSV_COLUMNS = [
@@ -188,28 +189,27 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     roofline = bool(len(df)) and df["floor_ms"].notna().any()  # GPU runs with a measured bandwidth
     clocks = df["clock"].dropna().value_counts() if len(df) else pd.Series(dtype=int)
     by_clock = len(clocks) > 1  # say per task which clock timed it when they differ
+    header = ["problem", "set", "solution", "status", "flags", "ref time", "sol time", "speedup"]
+    header += (["compiled", "vs compiled"] if compiled else []) + (["floor", "% of floor", "GB/s"] if roofline else [])
+    header += ["95% CI"] + (["clock"] if by_clock else []) + ["verdict"]
     rows = []
     for r in df.to_dict("records"):
         lo, hi = r["speedup_ci_low"], r["speedup_ci_high"]
         ci = f"{_fmt(lo, '.3f')}-{_fmt(hi, '.3f')}" if _fmt(lo, ".3f") else ""
-        row = [r["problem"], r["solution_set"], r["status"], r["flags"].replace(";", ", "), _fmt(r["ref_ms"], ".4f"),
-               _fmt(r["sol_ms"], ".4f"), _fmt(r["speedup"], ".3f"), ci, r["verdict"]]
-        if roofline:
-            row[7:7] = [_fmt(r["floor_ms"], ".4f"), _fmt(r["pct_of_floor"], ".0f"), _fmt(r["achieved_gbs"], ".0f")]
+        row = [r["problem"], r["solution_set"], PurePath(r["solution_path"]).name, r["status"],
+               r["flags"].replace(";", ", "), duration(r["ref_ms"]), duration(r["sol_ms"]), _fmt(r["speedup"], ".3f")]
         if compiled:
-            row[7:7] = [_fmt(r["compiled_ms"], ".4f"), _fmt(r["speedup_vs_compiled"], ".3f")]
-        if by_clock:
-            row.insert(-1, r["clock"] if isinstance(r["clock"], str) else "")
+            row += [duration(r["compiled_ms"]), _fmt(r["speedup_vs_compiled"], ".3f")]
+        if roofline:
+            row += [duration(r["floor_ms"]), _fmt(r["pct_of_floor"], ".0f"), _fmt(r["achieved_gbs"], ".0f")]
+        row += [ci] + ([r["clock"] if isinstance(r["clock"], str) else ""] if by_clock else []) + [r["verdict"]]
         rows.append(row)
     out += [
         "## Results",
         "",
-        _md_table(["problem", "set", "status", "flags", "ref ms", "sol ms", "speedup", "95% CI", "verdict"][:7]
-                  + (["compiled ms", "vs compiled"] if compiled else [])
-                  + (["floor ms", "% of floor", "GB/s"] if roofline else []) + ["95% CI"]
-                  + (["clock"] if by_clock else []) + ["verdict"], rows),
+        _md_table(header, rows),
         "",
-        "Times are medians in ms: CUDA events around each call with L2 flushed before it (cuda_events), the same "
+        "Times are medians: CUDA events around each call with L2 flushed before it (cuda_events), the same "
         "inside a CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds), or the "
         "host clock on --device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% "
         "interval. Timed by: " + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."

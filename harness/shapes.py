@@ -99,10 +99,3 @@ def bytes_of_files(paths: list[str]) -> dict[str, dict | None]:
         out[path] = {"input_bytes": shape.input_bytes, "output_bytes": shape.output_bytes, "check_inputs": checks}
     return out
 
-
-def shape_of_file(path: str) -> ProblemShape | str:
-    """The shape of a problem file, or one line saying why it cannot be had."""
-    try:
-        return problem_shape(load.load_problem(path))
-    except Exception as e:  # noqa: BLE001 - a broken problem file is reported, not fatal
-        return load.last_line(e)

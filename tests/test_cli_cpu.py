@@ -31,7 +31,7 @@ def full_run(run_cli, tmp_path_factory):
 def test_every_fixture_gets_its_verdict(full_run):
     proc, out = full_run
     results = json.loads((out / "results.json").read_text())["results"]
-    assert len(results) == 11, proc.stderr[-3000:]
+    assert len(results) == 12, proc.stderr[-3000:]
     assert mismatches(results) == []
 
 
@@ -45,7 +45,7 @@ def test_writes_three_files_and_a_log_per_task(full_run):
                 "speedup"} <= r.keys()
         assert Path(r["log_path"]).is_file()
     csv = (out / "results.csv").read_text().splitlines()
-    assert csv[0].startswith("problem,solution_set,solution_path,status") and len(csv) == 12
+    assert csv[0].startswith("problem,solution_set,solution_path,status") and len(csv) == 13
     md = (out / "report.md").read_text()
     assert "## Summary" in md and "fast_1" in md and "## Failures and flags" in md
 
@@ -59,11 +59,24 @@ def test_build_error_message_is_the_compilers_line_and_log_keeps_the_rest(full_r
     assert "Error building extension" in log and "ninja" in log
 
 
+def test_verbose_build_error_carries_the_compilers_line_and_a_removed_api_hint(full_run):
+    """verbose=True makes torch print the compiler's output instead of raising it:
+    the message must still be the compiler's line, not "Error building extension"."""
+    _, out = full_run
+    r = next(r for r in json.loads((out / "results.json").read_text())["results"]
+             if r["solution_path"].endswith("verbose_build_error.py"))
+    assert r["status"] == "build_error"
+    assert r["message"].startswith("main.cpp:") and "error: cannot convert" in r["message"], r["message"]
+    assert "DeprecatedTypeProperties" in r["message"] and "Error building extension" not in r["message"]
+    assert "hint: the solution uses a torch C++ API removed from this torch version" in r["message"]
+    assert "error: cannot convert" in Path(r["log_path"]).read_text()  # the full output stays in the log
+
+
 def test_gate_fails_the_run_and_table_printed(full_run):
     proc, _ = full_run
     assert proc.returncode == 1
     assert "level1/2_Hinge" in proc.stdout and "verdict" in proc.stdout  # the final table is data: stdout
-    assert "gate: 9 of 11 tasks failed" in proc.stderr
+    assert "gate: 10 of 12 tasks failed" in proc.stderr
 
 
 def test_unmatched_solution_file_is_reported(full_run):

@@ -2,6 +2,7 @@
 stderr, and an exit code that is the verdict."""
 import dataclasses
 import io
+import json
 
 import pandas as pd
 import pytest
@@ -184,3 +185,48 @@ def test_cli_missing_file_exits_2_with_one_line(files, tmp_path):
     res = invoke(files[0], tmp_path / "nope.json")
     assert res.exit_code == 2 and res.stdout == ""
     assert res.stderr.startswith("error: no results file") and str(tmp_path / "nope.json") in res.stderr
+
+
+def _with_problem(r: TaskResult, sha: str) -> TaskResult:
+    return dataclasses.replace(r, problem_sha256=sha)
+
+
+def test_changed_problem_file_is_not_comparable():
+    """A task whose problem file changed between the runs is never faster, slower,
+    fixed or newly failing: the runs measured different things."""
+    base_ok = _ok("level1/2_Add", "claude", 1.0, 1.0, (0.99, 1.01))
+    faster = _ok("level1/2_Add", "claude", 1.0, 0.5, (1.9, 2.1))
+    slower = _ok("level1/3_Mul", "claude", 1.0, 2.0, (0.45, 0.55))
+    base_mul = _ok("level1/3_Mul", "claude", 1.0, 1.0, (0.99, 1.01))
+    broken = failed(_ok("level1/4_Sub", "claude", 1.0, 1.0, (0.99, 1.01)), Status.INCORRECT, "wrong")
+    base_sub = _ok("level1/4_Sub", "claude", 1.0, 1.0, (0.99, 1.01))
+    info = golden_run().run
+    base = RunResults(info, (_with_problem(base_ok, "aa"), _with_problem(base_mul, "bb"), _with_problem(base_sub, "cc")))
+    new = RunResults(info, (_with_problem(faster, "a2"), _with_problem(slower, "b2"), _with_problem(broken, "c2")))
+    cmp = compare.compare(base, new, GatePolicy())
+    assert set(marks(cmp).values()) == {"not comparable"}
+    assert cmp.exit_code == 0 and not any(r.fails for r in cmp.rows) and all(r.change is None for r in cmp.rows)
+    md = compare.render_markdown(cmp, GatePolicy())
+    assert md.count("not comparable (problem file changed)") == 3
+    assert "3 not comparable" in compare.summary_line(cmp)
+
+
+def test_same_or_unrecorded_problem_hash_compares_as_before():
+    base_ok = _ok("level1/2_Add", "claude", 1.0, 1.0, (0.99, 1.01))
+    faster = _ok("level1/2_Add", "claude", 1.0, 0.5, (1.9, 2.1))
+    info = golden_run().run
+    for b_sha, n_sha in (("aa", "aa"), ("", "a2"), ("aa", "")):
+        cmp = compare.compare(RunResults(info, (_with_problem(base_ok, b_sha),)),
+                              RunResults(info, (_with_problem(faster, n_sha),)), GatePolicy())
+        assert marks(cmp) == {("level1/2_Add", "claude"): "faster"}, (b_sha, n_sha)
+
+
+def test_problem_sha256_round_trips_and_old_files_read(tmp_path):
+    run = RunResults(golden_run().run, (_with_problem(golden_run().results[0], "ab" * 32),))
+    report.write_json(run, tmp_path / "results.json")
+    assert report.load_run(tmp_path).results[0].problem_sha256 == "ab" * 32
+    assert report.load_run(tmp_path).results[0] == run.results[0]
+    data = json.loads((tmp_path / "results.json").read_text())
+    del data["results"][0]["problem_sha256"]  # a file written before the field existed
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    assert report.load_run(tmp_path).results[0].problem_sha256 == ""

@@ -166,3 +166,23 @@ def test_renders_in_headless_chromium(tmp_path, page):
     assert {"speedup-chart", "roofline-chart", "tasks", "failures"} <= set(dom.ids)
     assert dom.shapes == {"speedup-chart": 4, "roofline-chart": 2}
     assert "<script>" not in proc.stdout  # the browser, too, saw the message as text
+
+
+def test_infinite_speedup_renders_and_says_it_is_left_out_of_the_chart(tmp_path):
+    """A solution timed at 0 (a clock too coarse for it) has an infinite speedup: the page
+    must still render (it raised OverflowError on the log axis), from the CLI too."""
+    run = golden_run()
+    first = run.results[0]
+    zero = dataclasses.replace(
+        first, sol_ms=0.0, speedup=float("inf"),
+        timing=dataclasses.replace(first.timing, sol=dataclasses.replace(first.timing.sol, median_ms=0.0),
+                                   speedup=float("inf"), speedup_ci=(float("inf"), float("inf"))))
+    run = RunResults(run.run, (zero,) + run.results[1:])
+    src = tmp_path / "results.json"
+    report.write_json(run, src)
+    res = CliRunner().invoke(cli.main, ["report", str(src), "--format", "html"])
+    assert res.exit_code == 0, res.output
+    root = parse(res.stdout)
+    text = "".join(root.itertext())
+    assert "1 task with an infinite speedup (a solution time of 0) not shown." in text
+    assert len(list(root.find(f".//{SVG}svg[@id='speedup-chart']").iter(f"{SVG}circle"))) == 3  # the finite ones

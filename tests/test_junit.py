@@ -1,12 +1,13 @@
-"""JUnit XML: one testcase per task, a failure where the gate's verdict fails, skipped
-for skipped tasks; from `kbench report --format junit` and `kbench run --junit PATH`."""
+"""JUnit XML: one testcase per task, a failure exactly where the gate's verdict fails
+(skipped tasks included); from `kbench report --format junit` and `kbench run --junit PATH`."""
 import xml.etree.ElementTree as ET
 
+import pytest
 from click.testing import CliRunner
 
 import cli
 from harness import junit, report
-from harness.gate import GatePolicy
+from harness.gate import GatePolicy, gate
 from harness.records import RunResults, Status, TaskResult
 from test_report import check_golden, golden_run
 
@@ -49,7 +50,7 @@ def test_failures_follow_the_gate_verdict():
         "claude::level1/95_CrossEntropyLoss/95_CrossEntropyLoss.py",  # ok, but below_roofline fails the gate
         "gpt::level1/95_CrossEntropyLoss/95_CrossEntropyLoss.py", "gpt::level1/98_KLDivLoss/98_KLDivLoss.py",
         "gpt::level1/100_HingeLoss/100_HingeLoss.py", "gpt::level2/1_Conv2d_ReLU_BiasAdd/1_Conv2d_ReLU_BiasAdd.py",
-        "gpt::level1/23_Softmax/c.py",
+        "gpt::level1/23_Softmax/b.py", "gpt::level1/23_Softmax/c.py",  # b.py was skipped: the gate fails it
     }
     incorrect = got["gpt::level1/95_CrossEntropyLoss/95_CrossEntropyLoss.py"].find("failure")
     assert incorrect.get("type") == "incorrect" and incorrect.text == "output shape [1] vs reference [] | trial 1"
@@ -59,18 +60,40 @@ def test_failures_follow_the_gate_verdict():
     assert relaxed["claude::level1/95_CrossEntropyLoss/95_CrossEntropyLoss.py"].find("failure") is None
 
 
-def test_skipped_is_skipped_not_failed():
+def test_skipped_task_that_fails_the_gate_is_a_failure_with_its_reason():
+    """A CPU run of CUDA solutions fails the gate with skipped tasks: JUnit must not say 0 failures."""
     case = cases(junit.render(junit_run(), GatePolicy()))["gpt::level1/23_Softmax/b.py"]
-    assert case.find("failure") is None
-    assert case.find("skipped").get("message") == "CUDA solution on a --device cpu run"
+    assert case.find("skipped") is None
+    failure = case.find("failure")
+    assert failure.get("type") == "skipped"
+    assert failure.get("message") == "skipped: CUDA solution on a --device cpu run"
+
+
+@pytest.mark.parametrize("policy", [GatePolicy(), GatePolicy(fail_flags=frozenset()), GatePolicy(min_speedup=1.0)])
+def test_junit_failures_are_exactly_the_gates(policy):
+    run = junit_run()
+    root = ET.fromstring(junit.render(run, policy))
+    failed = {c.get("file") for c in root.iter("testcase") if c.find("failure") is not None}
+    assert failed == {key for key, _ in gate(run.results, policy).failed}
+    assert int(root.get("failures")) == len(gate(run.results, policy).failed)
+
+
+def test_all_skipped_cpu_run_fails_in_junit_as_in_the_gate():
+    run = RunResults(golden_run().run, tuple(
+        TaskResult(problem="level1/23_Softmax", solution_set="cuda", solution_path=f"solutions/cuda/level1/{i}.py",
+                   status=Status.SKIPPED, message="the solution builds CUDA code; this is a --device cpu run")
+        for i in range(4)))
+    root = ET.fromstring(junit.render(run, GatePolicy()))
+    assert gate(run.results, GatePolicy()).exit_code == 1
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "4", "0")
 
 
 def test_suite_counts_add_up():
     root = ET.fromstring(junit.render(junit_run(), GatePolicy()))
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert list(suites) == ["claude", "gpt"]
-    assert (suites["gpt"].get("tests"), suites["gpt"].get("failures"), suites["gpt"].get("skipped")) == ("7", "5", "1")
-    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("10", "6", "1")
+    assert (suites["gpt"].get("tests"), suites["gpt"].get("failures"), suites["gpt"].get("skipped")) == ("7", "6", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("10", "7", "0")
 
 
 def test_messages_survive_markup_and_control_characters():

@@ -92,7 +92,8 @@ def golden_run() -> RunResults:
             status=Status.TIMEOUT, message="no result after 300 s (--timeout) during check; process group killed",
             phase="check", seconds=300.0,
         ),
-        _ok("level2/1_Conv2d_ReLU_BiasAdd", "gpt", 1.25, 0.5, (2.4, 2.6), flags=[Flag.TAMPERING]),
+        # a 5 us kernel: times read in the unit that fits (5.00 us, not 0.0050 ms)
+        _ok("level2/1_Conv2d_ReLU_BiasAdd", "gpt", 0.0125, 0.005, (2.4, 2.6), flags=[Flag.TAMPERING]),
     )
     return RunResults(info, results)
 
@@ -133,7 +134,10 @@ def test_report_md_says_what_a_reader_needs(written):
     assert "| 2.900-3.100 | cuda_graph | fail |" in md
     assert "Timed by: cuda_events (3 tasks), cuda_graph (1 task)." in md
     assert "0.5 us (cuda_graph)" in md
-    assert "| floor ms | % of floor | GB/s |" in md and "| 90 | 2700 |" in md  # roofline columns
+    assert "| floor | % of floor | GB/s |" in md and "| 90 | 2700 |" in md  # roofline columns
+    # a solution column, and times in the unit that fits
+    assert "| level2/1_Conv2d_ReLU_BiasAdd | gpt | 1_Conv2d_ReLU_BiasAdd.py | ok | tampering | 12.50 us | 5.00 us |" in md
+    assert "| level1/23_Softmax | claude | 23_Softmax.py | ok |  | 8.640 ms | 4.800 ms |" in md
     assert "An empty timed call costs 2.0 us" in md
     assert "vs reference [] \\| trial 1" not in md.split("## Failures and flags")[0]  # not in a table at all
     # a flag on a correct task has no message: no dangling colon

@@ -1,0 +1,163 @@
+"""The message of a failed build is the compiler's own first error lines, whichever
+tool wrote them; Triton's compile errors carry Triton's line. Literal logs as
+torch's extension builder puts them in its exception."""
+import inspect
+
+from harness.build import REMOVED_API_HINT, build_error_message, first_error_lines
+from harness.load import _quiet, last_line, triton_error_line
+
+NVCC = """Error building extension 'softmax': [1/3] c++ -MMD -MF main.o.d -c /root/.cache/ext/softmax/main.cpp -o main.o
+[2/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /root/.cache/ext/softmax/cuda.cu -o cuda.cuda.o
+FAILED: [code=2] cuda.cuda.o
+/usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /root/.cache/ext/softmax/cuda.cu -o cuda.cuda.o
+/root/.cache/ext/softmax/cuda.cu(12): error: identifier "scalar_t" is undefined
+      scalar_t m = -INFINITY;
+      ^
+
+/root/.cache/ext/softmax/cuda.cu(30): error: too few arguments in function call
+
+2 errors detected in the compilation of "/root/.cache/ext/softmax/cuda.cu".
+ninja: build stopped: subcommand failed.
+"""
+
+GCC = """Error building extension 'add_relu': [1/2] c++ -MMD -MF main.o.d -fPIC -std=c++17 -c /tmp/ext/add_relu/main.cpp -o main.o
+FAILED: main.o
+c++ -MMD -MF main.o.d -fPIC -std=c++17 -c /tmp/ext/add_relu/main.cpp -o main.o
+/tmp/ext/add_relu/main.cpp: In function 'at::Tensor add_relu(at::Tensor, at::Tensor)':
+/tmp/ext/add_relu/main.cpp:5:3: error: 'foo' was not declared in this scope
+    5 |   foo(x);
+      |   ^~~
+ninja: build stopped: subcommand failed.
+"""
+
+LD = """Error building extension 'k': [1/3] c++ -c /tmp/ext/k/main.cpp -o main.o
+[2/3] nvcc -c /tmp/ext/k/cuda.cu -o cuda.cuda.o
+[3/3] c++ main.o cuda.cuda.o -shared -o k.so
+FAILED: k.so
+c++ main.o cuda.cuda.o -shared -o k.so
+/usr/bin/ld: main.o: in function `forward(at::Tensor)':
+main.cpp:(.text+0x2a): undefined reference to `launch_softmax(float const*, float*, int)'
+collect2: error: ld returned 1 exit status
+ninja: build stopped: subcommand failed.
+"""
+
+UNDEFINED_SYMBOL = "/root/.cache/kbench/builds/abc/ext/k/k.so: undefined symbol: _Z14launch_softmaxPKfPfi"
+
+# ninja says only that a step failed; the failed step's own output (no "error:" in it) follows the command's echo.
+NINJA = """Error building extension 'k': [1/2] /usr/local/cuda/bin/nvcc -c /tmp/ext/k/cuda.cu -o cuda.cuda.o
+FAILED: cuda.cuda.o
+/usr/local/cuda/bin/nvcc -c /tmp/ext/k/cuda.cu -o cuda.cuda.o
+Segmentation fault (core dumped)
+ninja: build stopped: subcommand failed.
+"""
+
+# Tensor.type() in AT_DISPATCH, compiled by g++ against torch 2.13 (trimmed from a real log).
+REMOVED_TYPE = """Error building extension 'add_relu': [1/2] c++ -MMD -MF main.o.d -c /tmp/ext/add_relu/main.cpp -o main.o
+FAILED: [code=1] main.o
+c++ -MMD -MF main.o.d -c /tmp/ext/add_relu/main.cpp -o main.o
+/tmp/ext/add_relu/main.cpp: In lambda function:
+/tmp/ext/add_relu/main.cpp:6:38: warning: 'at::DeprecatedTypeProperties& at::Tensor::type() const' is deprecated
+/tmp/ext/add_relu/main.cpp:6:5: error: cannot convert 'const at::DeprecatedTypeProperties' to 'c10::ScalarType'
+ninja: build stopped: subcommand failed.
+"""
+
+THC = """FAILED: cuda.cuda.o
+nvcc -c /tmp/ext/k/cuda.cu -o cuda.cuda.o
+/tmp/ext/k/cuda.cu:3:10: fatal error: THC/THC.h: No such file or directory
+compilation terminated.
+"""
+
+
+def test_nvcc_error_lines_with_file_names_only():
+    assert first_error_lines(NVCC) == [
+        'cuda.cu(12): error: identifier "scalar_t" is undefined',
+        "cuda.cu(30): error: too few arguments in function call",
+    ]
+
+
+def test_gcc_error_line():
+    assert first_error_lines(GCC) == ["main.cpp:5:3: error: 'foo' was not declared in this scope"]
+
+
+def test_ld_undefined_reference_before_collect2():
+    assert first_error_lines(LD) == ["main.cpp:(.text+0x2a): undefined reference to `launch_softmax(float const*, float*, int)'"]
+    assert first_error_lines(UNDEFINED_SYMBOL) == ["k.so: undefined symbol: _Z14launch_softmaxPKfPfi"]
+
+
+def test_collect2_alone_is_kept():
+    assert first_error_lines("collect2: error: ld returned 1 exit status\n") == ["collect2: error: ld returned 1 exit status"]
+
+
+def test_ninja_failed_is_noise_and_the_failed_steps_output_is_the_message():
+    assert first_error_lines(NINJA) == ["Segmentation fault (core dumped)"]
+
+
+def test_nvcc_fatal():
+    assert first_error_lines("nvcc fatal   : Unsupported gpu architecture 'compute_20'\n") == [
+        "nvcc fatal   : Unsupported gpu architecture 'compute_20'"]
+
+
+def test_removed_torch_api_gets_a_hint():
+    message = build_error_message(REMOVED_TYPE)
+    assert message.startswith("main.cpp:6:5: error: cannot convert 'const at::DeprecatedTypeProperties'")
+    assert message.endswith(REMOVED_API_HINT)
+    assert build_error_message(THC) == f"cuda.cu:3:10: fatal error: THC/THC.h: No such file or directory | {REMOVED_API_HINT}"
+    assert REMOVED_API_HINT not in build_error_message(GCC)
+
+
+def test_deprecation_warning_alone_gives_no_hint():
+    log = REMOVED_TYPE.replace("error: cannot convert 'const at::DeprecatedTypeProperties' to 'c10::ScalarType'",
+                               "error: 'foo' was not declared in this scope")
+    assert REMOVED_API_HINT not in build_error_message(log)
+
+
+def test_no_error_line_falls_back():
+    assert build_error_message("Error building extension 'k'", fallback="RuntimeError: boom") == "RuntimeError: boom"
+
+
+def test_verbose_is_forced_off_however_it_is_passed():
+    def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, extra_cuda_cflags=None,
+                    extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose=False):
+        pass
+
+    sig = inspect.signature(load_inline)
+    args, kwargs = _quiet(sig, ("n", "src"), {"functions": ["f"], "verbose": True})
+    assert sig.bind(*args, **kwargs).arguments["verbose"] is False
+    args, kwargs = _quiet(sig, ("n", "src", None, ["f"], None, None, None, None, None, True), {})
+    assert sig.bind(*args, **kwargs).arguments["verbose"] is False
+    assert _quiet(sig, ("n", "src"), {}) == (("n", "src"), {})
+
+
+def _compilation_error(text: str) -> Exception:
+    """An exception of Triton's class name and module, without importing Triton."""
+    cls = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
+    return cls(text)
+
+
+TRITON = """at 9:8:
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    z = tl.fancy_add(x, y)
+        ^
+AttributeError("module 'triton.language' has no attribute 'fancy_add'")"""
+
+
+def test_triton_compile_error_carries_tritons_line():
+    line = triton_error_line(_compilation_error(TRITON))
+    assert line == ("Triton compile error at 9:8: `z = tl.fancy_add(x, y)`: "
+                    "AttributeError(\"module 'triton.language' has no attribute 'fancy_add'\")")
+    assert last_line(_compilation_error(TRITON)) == line  # what the worker reports for an error in forward
+
+
+def test_triton_message_from_the_cause_when_the_text_has_none():
+    exc = _compilation_error(TRITON.rsplit("\n", 1)[0])
+    exc.__cause__ = ValueError("unsupported tensor index: constexpr[0]")
+    assert triton_error_line(exc).endswith("`z = tl.fancy_add(x, y)`: ValueError: unsupported tensor index: constexpr[0]")
+
+
+def test_other_exceptions_are_not_triton():
+    assert triton_error_line(RuntimeError("at 1:2:\n^\nx")) is None
