@@ -45,6 +45,7 @@ def start_worker(cfg: EvalConfig) -> Child:
     env = build.child_env(dict(os.environ))
     env["PYTHONUNBUFFERED"] = "1"
     env["KBENCH_PARENT_PID"] = str(os.getpid())
+    env["KBENCH_DEVICE"] = cfg.device
     if cfg.builds_dir:
         env["KBENCH_WRITABLE"] = cfg.builds_dir  # the candidate's only writable folder beside its scratch
     # Judge and candidate take turns on the CPU: idle OpenMP threads must sleep,
