@@ -162,7 +162,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str
         # import torch. The worker imports the file itself and reports what happens.
         return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n"
     cached = ext_dir / RESULT_FILE
-    if cfg.use_cache and cached.is_file():
+    if cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext")):
         data = json.loads(cached.read_text())
         log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
         return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
@@ -189,7 +189,43 @@ def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str
     else:
         data = json.loads(out.read_text())
         cached.write_text(json.dumps(data))  # only finished builds are cached, good or bad
+        _record_artifacts(ext_dir / "ext")
     return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log
+
+
+# ---- artifacts, verified before use ------------------------------------------
+# A candidate may write the build cache (torch's loader takes a lock file beside a
+# built extension), so it could overwrite another solution's library. kbench
+# records each build's libraries' hashes where no candidate may write
+# (<cache>/manifests, outside builds/) and checks them before every use: a build
+# that changed is rebuilt, never loaded.
+
+def _manifest(ext_dir: Path) -> Path:
+    return ext_dir.parent.parent.parent / "manifests" / f"{ext_dir.parent.name}.json"
+
+
+def _artifacts(ext_dir: Path) -> dict[str, str]:
+    return {str(p.relative_to(ext_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(ext_dir.rglob("*.so")) if p.is_file()}
+
+
+def _record_artifacts(ext_dir: Path) -> None:
+    path = _manifest(ext_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_artifacts(ext_dir)))
+
+
+def intact(ext_dir: str) -> bool:
+    """The build's libraries still hash as recorded when kbench built them
+    (a folder with no library and no record has nothing to check)."""
+    d = Path(ext_dir)
+    path = _manifest(d)
+    if not path.is_file():
+        return not any(d.rglob("*.so")) if d.is_dir() else True
+    try:
+        return json.loads(path.read_text()) == _artifacts(d)
+    except (OSError, ValueError):
+        return False
 
 
 def _result(data: dict, seconds: float, cached: bool, ext_dir: Path) -> BuildResult:

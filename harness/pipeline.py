@@ -240,6 +240,10 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
                 elif not built[task.key].ok:
                     result = evaluate.evaluate(task, built[task.key], task_cfg, log_path)
                 else:
+                    if not build.intact(built[task.key].ext_dir):
+                        # Written after kbench built it (by another task's candidate, say): rebuild, never load it.
+                        reporter.note(f"{task.solution_path}: its build changed since kbench made it; rebuilding")
+                        built[task.key] = build.build_all([task], build_cfg)[task.key]
                     child = ready.pop(0) if ready else evaluate.start_worker(task_cfg)
                     while len(ready) < min(depth, left):
                         ready.append(evaluate.start_worker(task_cfg))
