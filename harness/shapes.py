@@ -11,9 +11,10 @@ import torch
 from . import load
 
 # Peak device memory of a task, in units of the problem's input and output bytes:
-# pristine inputs + the candidate's clone + the reference's clone, and both outputs.
+# the judge's pristine inputs + the copy lent to the candidate + the reference's
+# clone; the reference's output, the candidate's, and the judge's copy of it.
 # The float64 reference falls back to the CPU when the GPU has no room, so it is not counted.
-INPUT_COPIES, OUTPUT_COPIES = 3, 2
+INPUT_COPIES, OUTPUT_COPIES = 3, 3
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,8 @@ class Candidate:
         """The judge lends the buffers timed calls read; it rewrites them between calls."""
         self.timing_copies = self.lent(msg["copies"], fds)
         self.graph = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # the checks' outputs: the judge's process allocates too
         # No collection inside a timed call, as on the judge's side (its samples are
         # the yardstick for this process's overhead); back on with the output request.
         gc.collect()

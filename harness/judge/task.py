@@ -224,6 +224,8 @@ class Judge:
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
         self.check_result = check.summarize(True, "", len(cases), self.errors)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # the candidate's process allocates next, from the same GPU
 
     def profile(self) -> None:
         """One more call, under the profiler, for custom_share; last, because a
