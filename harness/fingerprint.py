@@ -58,7 +58,9 @@ def _project_one(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         proj = proj + torch.mv(flat[:full].view(-1, ROW), w).double().sum()
     if full < flat.numel():
         proj = proj + torch.dot(flat[full:].double(), w[: flat.numel() - full].double())
-    norm = torch.linalg.vector_norm(flat, dtype=torch.float64) if flat.numel() else proj * 0
+    # float32 is plenty for the norm (it only scales the allowance), and a float64
+    # copy of a 6 GB output would not fit beside it.
+    norm = torch.linalg.vector_norm(flat).double() if flat.numel() else proj * 0
     return torch.stack([proj, norm * norm])
 
 

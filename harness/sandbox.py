@@ -94,7 +94,8 @@ def restrict(writable: list[str]) -> str:
     signals or abstract unix sockets outside the sandbox (ABI 6+). Call it while
     the process has one thread: Landlock (before ABI 8) confines only the
     calling thread, and an unconfined sibling thread shares memory with the
-    solution. Returns what was enforced, in words."""
+    solution. Point TMPDIR (torch.compile, tempfile) and caches inside `writable`.
+    Returns what was enforced, in words."""
     abi = landlock_abi()
     if abi < 1:
         raise SandboxUnavailable("Landlock is not available in this kernel")
@@ -110,8 +111,9 @@ def restrict(writable: list[str]) -> str:
     allowed = []
     try:
         # CUDA fails to initialise (error 304) unless it may write files of its own threads
-        # under /proc/self/task (seen on an H100, driver 580); /proc/self resolves now, to
-        # this process alone, so /proc/sys and other processes stay read-only.
+        # under /proc/self/task (seen on an H100, driver 580). /proc/self resolves now, to
+        # this process alone: /proc/sys and other processes stay read-only, and a process
+        # started after restrict() cannot initialise CUDA.
         rules = [("/", _FS_READ)] + [(p, write) for p in [*writable, "/dev"]] + [("/proc/self/task", write & _FS_FILE_ONLY)]
         for path, access in rules:
             try:

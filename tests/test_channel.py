@@ -87,6 +87,6 @@ def test_samples_that_do_not_fit_the_measured_wall_time_are_refused():
     ref = _side([1.0] * 20, [0.1] * 20)
     honest = _side([0.5] * 20, [0.11] * 20)
     assert bound_violation(ref, honest) is None
-    forged = _side([0.05] * 20, [0.56] * 20)  # claims 0.05 ms for calls that took 0.5 ms
+    forged = _side([0.05] * 20, [1.16] * 20)  # claims 0.05 ms for calls that took 1.1 ms
     assert "too short" in bound_violation(ref, forged)
     assert "negative" in bound_violation(ref, _side([-1.0] * 20, [0.1] * 20))

@@ -100,6 +100,7 @@ class Candidate:
     def op_call(self, msg: dict, fds: list[int]) -> None:
         inputs = self.lent(msg["inputs"], fds)
         self.last_out = None
+        self._collect()
         info = None
         if msg.get("profile"):
             # The guard looks before the profiler runs: torch's first profile imports
@@ -119,8 +120,7 @@ class Candidate:
         """The judge lends the buffers timed calls read; it rewrites them between calls."""
         self.timing_copies = self.lent(msg["copies"], fds)
         self.graph = None
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()  # the checks' outputs: the judge's process allocates too
+        self._collect()
         # No collection inside a timed call, as on the judge's side (its samples are
         # the yardstick for this process's overhead); back on with the output request.
         gc.collect()
@@ -164,6 +164,14 @@ class Candidate:
 
     def op_ping(self, msg: dict, fds: list[int]) -> None:
         channel.send(self.sock, {})
+
+    def _collect(self) -> None:
+        """Free outputs the judge has copied: memory shared over CUDA IPC stays in
+        torch's limbo until collected, and the checks' outputs of a 6 GB softmax
+        would otherwise pile up beside the judge's own memory."""
+        if self.device.type == "cuda":
+            torch.cuda.ipc_collect()
+            torch.cuda.empty_cache()
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

@@ -225,6 +225,7 @@ class Judge:
                     torch.cuda.empty_cache()
         self.check_result = check.summarize(True, "", len(cases), self.errors)
         if self.device.type == "cuda":
+            torch.cuda.ipc_collect()  # inputs lent over CUDA IPC that the candidate has released
             torch.cuda.empty_cache()  # the candidate's process allocates next, from the same GPU
 
     def profile(self) -> None:
