@@ -90,3 +90,4 @@ def test_samples_that_do_not_fit_the_measured_wall_time_are_refused():
     forged = _side([0.05] * 20, [1.16] * 20)  # claims 0.05 ms for calls that took 1.1 ms
     assert "too short" in bound_violation(ref, forged)
     assert "negative" in bound_violation(ref, _side([-1.0] * 20, [0.1] * 20))
+    assert "no time" in bound_violation(ref, _side([0.0] * 20, [0.1] * 20), fraction=3.0)

@@ -318,6 +318,8 @@ def bound_violation(ref: Side, sol: Side, fraction: float = ALLOWANCE_FRACTION, 
     allowance = max(ALLOWANCE_MIN_MS / calls, fraction * own, ALLOWANCE_SPREADS * stats.iqr(ref.outside_ms))
     if any(m < 0 for m in sol.ms):
         return "the candidate reported negative sample times"
+    if stats.median(sol.ms) <= 0:
+        return "the candidate reported calls that took no time at all"
     if theirs > own + allowance:
         return (f"the candidate's samples leave {theirs:.3f} ms per call unaccounted in the wall time kbench measured "
                 f"around them, against {own:.3f} ms for the reference's (allowed {allowance:.3f} ms more): "
