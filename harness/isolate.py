@@ -118,6 +118,9 @@ class _ResultPipe:
 
 _live: set[subprocess.Popen] = set()
 _reaper_ready = False
+# A child is in _live from the moment it exists: a sweep in another thread (parallel
+# builds, several GPUs) between Popen and the add would take it for an orphan.
+_spawn_lock = threading.Lock()
 
 
 def _become_reaper() -> None:
@@ -131,7 +134,8 @@ def _become_reaper() -> None:
 def sweep_orphans() -> int:
     """Kill every child of kbench that is not a child it started and still uses:
     processes a solution detached (reparented here, kbench being a subreaper)."""
-    return sandbox.kill_descendants(exclude={p.pid for p in list(_live)})
+    with _spawn_lock:
+        return sandbox.kill_descendants(exclude={p.pid for p in list(_live)})
 
 
 class Child:
@@ -146,17 +150,18 @@ class Child:
         self.results = _ResultPipe() if result_pipe else None
         if self.results is not None:
             args = [*args, str(self.results.write_fd)]
-        self.proc = subprocess.Popen(
-            [sys.executable, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
-            env=env,
-            cwd=cwd,
-            pass_fds=(self.results.write_fd,) if self.results is not None else (),
-        )
-        _live.add(self.proc)
+        with _spawn_lock:
+            self.proc = subprocess.Popen(
+                [sys.executable, *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
+                env=env,
+                cwd=cwd,
+                pass_fds=(self.results.write_fd,) if self.results is not None else (),
+            )
+            _live.add(self.proc)
         if self.results is not None:
             self.results.start()
         self.log = _CappedLog(self.proc.stdout)
