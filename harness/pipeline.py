@@ -21,6 +21,7 @@ from . import __version__, build, evaluate, report
 from .discover import Discovery, discover
 from .gate import GatePolicy
 from .isolate import kill_all
+from .runlock import folder_lock
 from .records import BuildResult, RunInfo, RunResults, Status, Task, TaskResult, UserError
 from .timer import TimingConfig
 
@@ -192,7 +193,8 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
     out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
-    return _run_locked(cfg, reporter, dev, found, out_dir)
+    with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
+        return _run_locked(cfg, reporter, dev, found, out_dir)
 
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,

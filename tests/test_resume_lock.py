@@ -60,3 +60,33 @@ def test_resume_keeps_earlier_results_and_says_why_it_reruns(run_cli, tmp_path):
     assert len(final) == 3 and final[-1] == relu
     assert final[0] == after[0]  # torch_ok: reused as it was
 
+
+def test_second_run_on_a_busy_folder_says_who_holds_it(run_cli, kbench_cache, tmp_path):
+    solutions, out = tmp_path / "solutions", tmp_path / "r"
+    _copy(SOLUTIONS / "basic" / "level1" / "1_AddReLU" / "hang.py", solutions / "basic" / "level1" / "1_AddReLU" / "hang.py")
+    args = ["run", "--problems", str(PROBLEMS), "--solutions", str(solutions), "--device", "cpu", "-p", "AddReLU",
+            "--time-budget", "1"]
+    env = dict(os.environ, KBENCH_CACHE=str(kbench_cache), PYTHONUNBUFFERED="1")
+    first = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args, "--out", str(out), "--timeout", "120"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "results.json").is_file():
+            assert first.poll() is None and time.monotonic() < deadline, "the first run never started its task"
+            time.sleep(0.2)
+        for how in (["--out", str(out)], ["--resume", str(out)]):
+            second = run_cli(*args, *how, "--timeout", "5", timeout=120)  # unlocked, it would run the hang
+            assert second.returncode == 2, second.stderr
+            lines = second.stderr.strip().splitlines()
+            assert len(lines) == 1 and f"is in use by pid {first.pid} since " in lines[0], second.stderr
+        assert first.poll() is None
+    finally:
+        if first.poll() is None:
+            first.send_signal(signal.SIGINT)
+            try:
+                first.wait(60)
+            except subprocess.TimeoutExpired:
+                first.kill()
+                first.wait()
+    # Once the first run is gone, the folder is free again: no stale lock.
+    assert not (out / ".lock").exists()
