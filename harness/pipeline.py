@@ -163,14 +163,18 @@ def _rerun_reasons(stale: list[tuple[Task, TaskResult]], cfg: RunConfig, earlier
     old_opts = dict(earlier.options) if earlier and earlier.options else None
     old_version = earlier.kbench_version if earlier else None
     for task, old in stale:
-        if old_opts is not None and old.fingerprint == _fingerprint(task, old_opts, old_version or ""):
-            parts = []
+        parts = []
+        if old_opts is not None:
             if old_version != __version__:
                 parts.append(f"kbench version {old_version} -> {__version__}")
             parts += _changed_options(old_opts, cfg.options())
+        if old_opts is not None and old.fingerprint == _fingerprint(task, old_opts, old_version or ""):
             why = f"options changed ({', '.join(parts)})" if parts else "options changed"
         elif old.problem_sha256 and old.problem_sha256 != problem_sha(task.problem_path):
             why = "its problem file changed"
+        elif old_opts is not None and parts:
+            # Its result may come from a run before the last one, under other options.
+            why = f"its solution file or the options changed ({', '.join(parts)})"
         elif old_opts is not None:
             why = "its solution file changed"
         else:
