@@ -21,6 +21,7 @@ from . import __version__, build, evaluate, report
 from .discover import Discovery, discover
 from .gate import GatePolicy
 from .isolate import kill_all
+from .runlock import folder_lock
 from .records import BuildResult, RunInfo, RunResults, Status, Task, TaskResult, UserError
 from .timer import TimingConfig
 
@@ -112,21 +113,74 @@ def probe_device(device: str) -> DeviceInfo:
     return DeviceInfo(torch.cuda.get_device_name(0), f"{major}.{minor}", torch.version.cuda, torch.__version__)
 
 
+_NOT_FINGERPRINTED = ("problem_filters", "set_filters", "fail_on", "min_speedup")
+
+
 def fingerprint(task: Task, cfg: RunConfig) -> str:
+    return _fingerprint(task, cfg.options(), __version__)
+
+
+def _fingerprint(task: Task, options: dict, version: str) -> str:
     h = hashlib.sha256()
     h.update(Path(task.solution_path).read_bytes())
     h.update(Path(task.problem_path).read_bytes())
-    opts = {k: v for k, v in cfg.options().items() if k not in ("problem_filters", "set_filters", "fail_on", "min_speedup")}
-    h.update(json.dumps([__version__, opts], sort_keys=True).encode())
+    opts = {k: v for k, v in options.items() if k not in _NOT_FINGERPRINTED}
+    h.update(json.dumps([version, opts], sort_keys=True).encode())
     return h.hexdigest()[:20]
 
 
-def _previous_results(cfg: RunConfig) -> dict[str, TaskResult]:
+def _previous_results(cfg: RunConfig) -> tuple[dict[str, TaskResult], RunInfo | None]:
+    """The earlier run's results by task key, in its order, and its run info."""
     if cfg.resume is None:
-        return {}
+        return {}, None
     if not (cfg.resume / "results.json").is_file():
         raise UserError(f"--resume: no results.json in '{cfg.resume}'; pass the folder of an earlier run")
-    return {r.key: r for r in report.load_run(cfg.resume).results}
+    earlier = report.load_run(cfg.resume)
+    return {r.key: r for r in earlier.results}, earlier.run
+
+
+def _changed_options(before: dict, after: dict, prefix: str = "") -> list[str]:
+    """'trials 5 -> 2' for each fingerprinted option that differs (nested dicts flattened)."""
+    changes = []
+    for k in sorted(set(before) | set(after)):
+        if not prefix and k in _NOT_FINGERPRINTED:
+            continue
+        a, b = before.get(k), after.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes += _changed_options(a, b, f"{prefix}{k}.")
+        elif json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
+            changes.append(f"{prefix}{k} {_show(a)} -> {_show(b)}")
+    return changes
+
+
+def _show(v) -> str:
+    return "unset" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _rerun_reasons(stale: list[tuple[Task, TaskResult]], cfg: RunConfig, earlier: RunInfo | None) -> dict[str, int]:
+    """Why each task with an earlier, outdated result reruns: reason -> task count, in first-seen order."""
+    reasons: dict[str, int] = {}
+    old_opts = dict(earlier.options) if earlier and earlier.options else None
+    old_version = earlier.kbench_version if earlier else None
+    for task, old in stale:
+        parts = []
+        if old_opts is not None:
+            if old_version != __version__:
+                parts.append(f"kbench version {old_version} -> {__version__}")
+            parts += _changed_options(old_opts, cfg.options())
+        if old_opts is not None and old.fingerprint == _fingerprint(task, old_opts, old_version or ""):
+            why = f"options changed ({', '.join(parts)})" if parts else "options changed"
+        elif old.problem_sha256 and old.problem_sha256 != problem_sha(task.problem_path):
+            why = "its problem file changed"
+        elif old_opts is not None and parts:
+            # Its result may come from a run before the last one, under other options.
+            why = f"its solution file or the options changed ({', '.join(parts)})"
+        elif old_opts is not None:
+            why = "its solution file changed"
+        else:
+            why = "its solution, problem or options changed"
+        reasons[why] = reasons.get(why, 0) + 1
+    return reasons
 
 
 def _log_path(out_dir: Path, task: Task) -> Path:
@@ -143,12 +197,26 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
     out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
+        return _run_locked(cfg, reporter, dev, found, out_dir)
 
-    previous = _previous_results(cfg)
+
+def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,
+                out_dir: Path) -> tuple[RunResults, Path]:
+    previous, earlier = _previous_results(cfg)
     prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
     done = {k: r for k, r in previous.items() if k in prints and r.fingerprint == prints[k]}
     todo = [t for t in found.tasks if t.key not in done]
+    # Earlier results of tasks this run does not have (filtered out, or from another
+    # problem set) stay in results.json as they were, after this run's tasks.
+    kept = [r for k, r in previous.items() if k not in prints]
     reporter.discovered(found, len(todo), len(done))
+    stale = [(t, previous[t.key]) for t in todo if t.key in previous]
+    for why, count in _rerun_reasons(stale, cfg, earlier).items():
+        reporter.note(f"--resume: {count} task{' reruns' if count == 1 else 's rerun'}: {why}")
+    if kept:
+        reporter.note(f"--resume: kept {len(kept)} earlier result{'' if len(kept) == 1 else 's'} "
+                      "of tasks outside this run")
 
     info = RunInfo(
         run_id=out_dir.name,
@@ -164,7 +232,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     build_stage: dict = {}
 
     def save(finished: bool = False) -> RunResults:
-        ordered = tuple(results[t.key] for t in found.tasks if t.key in results)
+        ordered = tuple(results[t.key] for t in found.tasks if t.key in results) + tuple(kept)
         rr = RunResults(replace(info, finished=_now() if finished else None, **build_stage), ordered)
         report.write_all(rr, out_dir, cfg.policy)
         return rr
