@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
