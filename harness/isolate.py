@@ -39,15 +39,17 @@ class ChildOutcome:
     @property
     def death(self) -> str:
         """How the child ended, in words: 'exited with code 3', 'killed by SIGSEGV'."""
-        if self.timed_out:
-            return "timed out"
-        rc = self.returncode
-        if rc is not None and rc < 0:
-            try:
-                return f"killed by {signal.Signals(-rc).name}"
-            except ValueError:
-                return f"killed by signal {-rc}"
-        return f"exited with code {rc}"
+        return "timed out" if self.timed_out else describe_exit(self.returncode)
+
+
+def describe_exit(rc: int | None) -> str:
+    """A return code in words: 'exited with code 3', 'killed by SIGSEGV'."""
+    if rc is not None and rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exited with code {rc}"
 
 
 class _CappedLog:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .. import channel, sandbox
+from ..isolate import describe_exit
 
 _perf = time.perf_counter
 
@@ -78,12 +79,7 @@ class Remote:
             rc = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return f"the candidate broke the channel ({fallback})"
-        if rc < 0:
-            try:
-                return f"the candidate process was killed by {signal.Signals(-rc).name}"
-            except ValueError:
-                return f"the candidate process was killed by signal {-rc}"
-        return f"the candidate process exited with code {rc}"
+        return f"the candidate process {'was ' if rc < 0 else ''}{describe_exit(rc)}"
 
     def output(self, reply: dict, blobs: list[bytes], device: torch.device) -> Any:
         """The output in a reply, as the judge's own copy: CUDA memory the candidate

@@ -97,13 +97,11 @@ class Timer:
 
     def sol_sample(self, fp_seed: int) -> tuple[float, float, float, list]:
         reply, _ = self.j.ask({"op": "sample", "fp_seed": fp_seed}, when="while being timed")
-        ms, wall, fp = reply.get("ms"), reply.get("wall_ms"), reply.get("fp")
-        if not all(isinstance(v, (int, float)) for v in (ms, wall)):
-            raise TaskFailed(Status.CRASHED, "the candidate sent a malformed sample")
+        ms, wall = _sample_times(reply)
         if reply.get("threads"):
             self.j.flags.add(Flag.UNTIMED_WORK)
         outside = self.remote.last_wall_s * 1e3 - self.rtt_ms - ms
-        return float(ms), float(wall), outside, fp
+        return ms, wall, outside, reply.get("fp")
 
     def write_lent(self, values: list) -> None:
         for buf, v in zip(self.lent, values):
@@ -237,7 +235,7 @@ class Timer:
         def pair(ref: Side, sol: Side, base: Side | None) -> None:
             self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
             reply, _ = self.j.ask({"op": "graph_sample", "fp_seed": self.fp_seed}, when="while being timed")
-            s_ms, s_wall = float(reply.get("ms", -1)), float(reply.get("wall_ms", -1))
+            s_ms, s_wall = _sample_times(reply)
             s_out = (self.remote.last_wall_s * 1e3 - self.rtt_ms) / plan.calls - s_ms
             s_fp = reply.get("fp")
             t0 = _perf()
@@ -297,6 +295,14 @@ def wants_graphs(cfg: timer.TimingConfig, clock, warm_ref: list[float], warm_sol
 
 class graph_clock_unavailable(Exception):  # noqa: N801 - reads as what it says where raised
     """Graph timing cannot be used for this task; the message says why."""
+
+
+def _sample_times(reply: dict) -> tuple[float, float]:
+    """(timed ms, wall ms) of a candidate's sample reply; anything but two numbers is a broken protocol."""
+    ms, wall = reply.get("ms"), reply.get("wall_ms")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (ms, wall)):
+        raise TaskFailed(Status.CRASHED, "the candidate sent a malformed sample")
+    return float(ms), float(wall)
 
 
 def _add(side: Side, ms: float, wall: float, outside: float) -> None:
