@@ -151,24 +151,35 @@ def _folder_options(f):
               help="Continue an interrupted run, skipping tasks whose solution, problem and options are unchanged.")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
               help="Also write JUnit XML (one testcase per task) to PATH, for CI test reporters.")
+@click.option("--cpu-threads", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Threads of the reference and of the solution on --device cpu.")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="Where tasks run: this host's GPUs, or a Dask cluster (see --scheduler).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="--executor dask: a running Dask scheduler (tcp://host:8786) [default: a cluster on this host].")
+@click.option("--dask-workers", type=click.IntRange(0, 512), default=0,
+              help="--executor dask without --scheduler: workers to start [default: one per GPU; 3 on --device cpu].")
 def run(problems, solutions, problem_filters, set_filters, out, device, timeout, build_timeout, build_jobs, cache_dir,
         no_cache, trials, seed, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
-        resume, junit_path) -> None:
+        resume, junit_path, cpu_threads, executor, scheduler, dask_workers) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
     from harness import pipeline
     from harness.isolate import kill_all
-    from harness.timer import TimingConfig
+    from harness.records import Options, TimingConfig
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
     if timing_mode == "graph" and device == "cpu":
         raise UserError("--timing-mode graph needs --device cuda: CUDA graphs do not exist on the CPU; use auto or events")
+    if scheduler and executor != "dask":
+        raise UserError("--scheduler needs --executor dask")
+    options = Options(device=device, timeout=timeout, trials=trials, seed=seed, fp64=not no_fp64, time=not no_timing,
+                      timing=TimingConfig(budget_s=time_budget, mode=timing_mode), compile_baseline=compile_baseline,
+                      cpu_threads=cpu_threads, build_timeout=build_timeout)
     cfg = pipeline.RunConfig(
-        problems_dir=problems, solutions_dir=solutions, out_dir=out, device=device, timeout=timeout,
-        build_timeout=build_timeout, build_jobs=build_jobs, use_cache=not no_cache,
-        problem_filters=tuple(problem_filters), set_filters=tuple(set_filters), trials=trials, seed=seed,
-        fp64=not no_fp64, time=not no_timing, timing=TimingConfig(budget_s=time_budget, mode=timing_mode), policy=policy, resume=resume,
-        gpus=_parse_gpus(gpus), compile_baseline=compile_baseline,
-        **({"cache_dir": cache_dir} if cache_dir else {}),
+        problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs,
+        use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),
+        policy=policy, resume=resume, gpus=_parse_gpus(gpus), executor=executor, scheduler=scheduler,
+        dask_workers=dask_workers, **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)
     previous = signal.signal(signal.SIGINT, _interrupt_with_deadline)

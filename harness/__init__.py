@@ -13,3 +13,18 @@ def load_results(path):
     from .report import load_run, table
 
     return table(load_run(Path(path)), GatePolicy())
+
+
+def evaluate(problem_source: str, solution_source: str, *, device: str = "cuda", **options):
+    """One candidate's verdict, as `kbench run` gives it (see harness/api.py)."""
+    from .api import evaluate as _evaluate
+
+    return _evaluate(problem_source, solution_source, device=device, **options)
+
+
+def __getattr__(name: str):
+    if name == "Session":  # imported on first use: `import harness` stays light for report readers
+        from .api import Session
+
+        return Session
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

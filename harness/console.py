@@ -41,7 +41,7 @@ class RichReporter:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("[dim]{task.fields[current]}"), console=err, transient=False,
         )
-        self.bar = None
+        self.build_bar = self.eval_bar = None
 
     def __enter__(self):
         return self  # the bars start with the first build: an early error prints one clean line
@@ -61,20 +61,19 @@ class RichReporter:
 
     def build_started(self, count: int) -> None:
         self.progress.start()
-        self.bar = self.progress.add_task("build", total=count, current="")
+        # Both bars from the start: a task is judged as soon as its own build is done.
+        self.build_bar = self.progress.add_task("build", total=count, current="")
+        self.eval_bar = self.progress.add_task("evaluate", total=count, current="")
 
     def build_done(self, task: Task, result: BuildResult) -> None:
-        self.progress.advance(self.bar)
-        self.progress.update(self.bar, current=_task_name(task))
+        self.progress.advance(self.build_bar)
+        self.progress.update(self.build_bar, current=_task_name(task))
 
     def task_started(self, task: Task, index: int, total: int) -> None:
-        if index == 0:
-            self.progress.update(self.bar, current="")
-            self.bar = self.progress.add_task("evaluate", total=total, current="")
-        self.progress.update(self.bar, current=_task_name(task))
+        self.progress.update(self.eval_bar, current=_task_name(task))
 
     def task_done(self, r: TaskResult) -> None:
-        self.progress.advance(self.bar)
+        self.progress.advance(self.eval_bar)
         style = _STYLE.get(r.status, "red")
         speed = f" {r.speedup:.2f}x" if r.speedup is not None else ""
         flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""

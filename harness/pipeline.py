@@ -10,20 +10,20 @@ import functools
 import hashlib
 import json
 import os
+import socket
 import threading
+from concurrent.futures import as_completed
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, build, evaluate, report
+from . import __version__, build, executors, report, work
 from .discover import Discovery, discover
 from .gate import GatePolicy
-from .isolate import kill_all
 from .runlock import folder_lock
-from .records import BuildResult, RunInfo, RunResults, Status, Task, TaskResult, UserError
-from .timer import TimingConfig
+from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError
 
 
 @dataclass(frozen=True)
@@ -31,32 +31,31 @@ class RunConfig:
     problems_dir: Path
     solutions_dir: Path
     out_dir: Path | None = None
-    device: str = "cuda"
-    timeout: float = 300.0
-    build_timeout: float = 600.0
+    options: Options = field(default_factory=Options)  # what decides verdicts and times: records.Options
     build_jobs: int = 0  # 0: one per core, at most 16
     cache_dir: Path = field(default_factory=lambda: default_cache_dir())
     use_cache: bool = True
     problem_filters: tuple[str, ...] = ()
     set_filters: tuple[str, ...] = ()
-    trials: int = 5
-    seed: int = 42
-    fp64: bool = True
-    time: bool = True
-    timing: TimingConfig = field(default_factory=TimingConfig)
     policy: GatePolicy = field(default_factory=GatePolicy)
     resume: Path | None = None
     gpus: tuple[int, ...] = ()  # CUDA device indices to spread tasks over; () = the first one
-    compile_baseline: bool = False  # also time the reference under torch.compile
+    executor: str = "local"  # "local", "dask" or "inline" (executors.py)
+    scheduler: str | None = None  # a Dask scheduler's address; None: a cluster on this host
+    dask_workers: int = 0  # workers of that local cluster; 0: one per GPU (or 3 on --device cpu)
 
-    def options(self) -> dict:
+    @property
+    def device(self) -> str:
+        return self.options.device
+
+    def options_record(self) -> dict:
         """What goes into results.json's run.options (and the resume fingerprint)."""
+        opts = asdict(self.options)
         return {
-            "problems": str(self.problems_dir), "solutions": str(self.solutions_dir), "device": self.device,
-            "timeout": self.timeout, "trials": self.trials, "seed": self.seed, "fp64": self.fp64, "time": self.time,
-            "timing": asdict(self.timing), "problem_filters": list(self.problem_filters),
-            "set_filters": list(self.set_filters), "fail_on": sorted(f.value for f in self.policy.fail_flags),
-            "min_speedup": self.policy.min_speedup, "compile_baseline": self.compile_baseline,
+            "problems": str(self.problems_dir), "solutions": str(self.solutions_dir), **opts,
+            "problem_filters": list(self.problem_filters), "set_filters": list(self.set_filters),
+            "fail_on": sorted(f.value for f in self.policy.fail_flags), "min_speedup": self.policy.min_speedup,
+            "executor": self.executor,
         }
 
 
@@ -65,16 +64,10 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser()
 
 
-# Worker processes started ahead per GPU. `import torch` takes ~5 s on an H100
-# host and a small task ~1-2 s, so one ahead is not enough to hide it. Their
-# imports take host cores from the task being timed: at most one per 4 cores,
-# and none on a CPU run, where the host clock times the task. KBENCH_PRESTART=0
-# turns it off (each task then starts its own worker when it begins).
-PRESTART = 4
-
-
 def _prestart_depth(device: str) -> int:
-    wanted = int(os.environ.get("KBENCH_PRESTART", PRESTART))
+    """Judges started ahead per GPU (executors.PRESTART says why); KBENCH_PRESTART=0
+    turns it off (each task then starts its own judge when it begins)."""
+    wanted = int(os.environ.get("KBENCH_PRESTART", executors.PRESTART))
     return 0 if device == "cpu" or wanted <= 0 else min(wanted, max(1, (os.cpu_count() or 4) // 4))
 
 
@@ -113,11 +106,11 @@ def probe_device(device: str) -> DeviceInfo:
     return DeviceInfo(torch.cuda.get_device_name(0), f"{major}.{minor}", torch.version.cuda, torch.__version__)
 
 
-_NOT_FINGERPRINTED = ("problem_filters", "set_filters", "fail_on", "min_speedup")
+_NOT_FINGERPRINTED = ("problem_filters", "set_filters", "fail_on", "min_speedup", "executor")
 
 
 def fingerprint(task: Task, cfg: RunConfig) -> str:
-    return _fingerprint(task, cfg.options(), __version__)
+    return _fingerprint(task, cfg.options_record(), __version__)
 
 
 def _fingerprint(task: Task, options: dict, version: str) -> str:
@@ -167,7 +160,7 @@ def _rerun_reasons(stale: list[tuple[Task, TaskResult]], cfg: RunConfig, earlier
         if old_opts is not None:
             if old_version != __version__:
                 parts.append(f"kbench version {old_version} -> {__version__}")
-            parts += _changed_options(old_opts, cfg.options())
+            parts += _changed_options(old_opts, cfg.options_record())
         if old_opts is not None and old.fingerprint == _fingerprint(task, old_opts, old_version or ""):
             why = f"options changed ({', '.join(parts)})" if parts else "options changed"
         elif old.problem_sha256 and old.problem_sha256 != problem_sha(task.problem_path):
@@ -224,7 +217,7 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
         device=dev.name,
         torch_version=dev.torch_version,
         cuda_version=dev.cuda_version,
-        options=cfg.options(),
+        options=cfg.options_record(),
         started=_now(),
         unmatched=tuple(f"{u.path}: {u.reason}" for u in found.unmatched),
     )
@@ -238,119 +231,102 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
         return rr
 
     save()
-    bandwidth: dict[str, float] = {}
-    if cfg.device == "cuda" and cfg.time:
+    if not todo:
+        return save(finished=True), out_dir
+    by_key = {t.key: t for t in todo}
+    events = _Events(reporter, by_key, len(todo))
+    executor = _executor(cfg, dev, todo, events)
+    specs = [task_spec(t, cfg.options, prints[t.key]) for t in todo]
+    reporter.build_started(len(todo))
+    t0 = time.monotonic()
+    try:
+        futures = {executor.submit(spec, _log_path(out_dir, by_key[spec.key])): spec for spec in specs}
+        for fut in as_completed(futures):
+            spec = futures[fut]
+            finished = fut.result()
+            result = finished.result
+            log_path = _log_path(out_dir, by_key[spec.key])
+            if finished.log is not None:
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log_path.write_text(finished.log)
+            result = replace(result, log_path=str(log_path), gpu=result.gpu)
+            if events.builds_left == 0 and "build_seconds" not in build_stage:
+                build_stage.update(build_seconds=round(events.last_build - t0, 3), builds_cached=events.cached)
+            results[spec.key] = result
+            save()
+            reporter.task_done(result)
+        executor.close()
+    except BaseException:  # Ctrl-C: stop the builds and the judges now
+        executor.close(cancel=True)
+        raise
+    if "build_seconds" not in build_stage and events.builds_left == 0:
+        build_stage.update(build_seconds=round(events.last_build - t0, 3), builds_cached=events.cached)
+    return save(finished=True), out_dir
+
+
+def task_spec(task: Task, options: Options, fingerprint: str = "") -> TaskSpec:
+    """The task as every executor takes it: its files' text, not their paths."""
+    return TaskSpec(task.problem, task.solution_set, work.source_of(task.problem_path),
+                    work.source_of(task.solution_path), options, fingerprint)
+
+
+class _Events:
+    """The executor's events, as the reporter's calls (with the discovered Task)."""
+
+    def __init__(self, reporter: Reporter, by_key: dict[str, Task], total: int):
+        self.reporter, self.by_key, self.total = reporter, by_key, total
+        self.lock = threading.Lock()
+        self.builds_left, self.cached, self.last_build, self.started_count = total, 0, time.monotonic(), 0
+
+    def built(self, key: str, result: BuildResult) -> None:
+        with self.lock:
+            self.builds_left -= 1
+            self.cached += int(result.cached)
+            self.last_build = time.monotonic()
+        self.reporter.build_done(self.by_key[key], result)
+
+    def started(self, key: str) -> None:
+        with self.lock:
+            index = self.started_count
+            self.started_count += 1
+        self.reporter.task_started(self.by_key[key], index, self.total)
+
+    def note(self, text: str) -> None:
+        self.reporter.note(text)
+
+
+def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events):
+    """The executor cfg names, with this host's facts."""
+    if cfg.executor == "dask":
+        from . import dask_executor
+
+        return dask_executor.DaskExecutor.for_run(cfg, events)
+    bandwidth = None
+    if cfg.device == "cuda" and cfg.options.time:
         from . import roofline
 
-        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ))) or {}
+        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ))) or None
         if not bandwidth:
-            reporter.note("could not measure the device's copy bandwidth: no roofline floor this run")
-    eval_cfg = evaluate.EvalConfig(
-        device=cfg.device, timeout=cfg.timeout, trials=cfg.trials, seed=cfg.seed, fp64=cfg.fp64, time=cfg.time,
-        timing=cfg.timing, arch=dev.arch, bandwidth_gbs=bandwidth.get("gbs"),
-        read_gbs=bandwidth.get("read_gbs"), compile_baseline=cfg.compile_baseline,
-        builds_dir=str((cfg.cache_dir / "builds").resolve()),
-    )
+            events.note("could not measure the device's copy bandwidth: no roofline floor this run")
     jobs = cfg.build_jobs or min(16, os.cpu_count() or 1)  # nvcc with torch headers takes 1-2 GB each
-    build_cfg = build.BuildConfig(cfg.device, dev.arch, cfg.cache_dir / "builds", jobs, cfg.build_timeout, cfg.use_cache)
-
-    logs: dict[str, str] = {}
-
-    def on_built(task: Task, result: BuildResult, log: str) -> None:
-        logs[task.key] = log
-        reporter.build_done(task, result)
-
-    # The problems' sizes (to refuse a task that cannot fit) and check-set counts
-    # are found on the meta device here, once per problem, while the builds run.
+    gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
+    hosts = [work.Host(cfg.cache_dir, cfg.device, dev.name, dev.arch, bandwidth, g, jobs, cfg.use_cache,
+                       socket.gethostname()) for g in gpus]
+    if cfg.executor == "inline":
+        return executors.InlineExecutor(hosts[0], events)
+    if cfg.executor != "local":
+        raise UserError(f"--executor must be local, dask or inline, not '{cfg.executor}'")
+    # The problems' sizes (to refuse a task that cannot fit) and check-set counts are
+    # found on the meta device, once per problem, in a thread while the builds run.
     sizes: dict[str, dict | None] = {}
     sizer = threading.Thread(target=lambda: sizes.update(_problem_bytes(todo)), daemon=True)
     sizer.start()
-    # Each GPU's first worker process imports torch while the builds run.
-    gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
-    depth = _prestart_depth(cfg.device)
-    first = {g: [evaluate.start_worker(replace(eval_cfg, gpu_index=g))] for g in gpus} if todo and depth else {}
-    reporter.build_started(len(todo))
-    t0 = time.monotonic()
-    built = build.build_all(todo, build_cfg, on_built) if todo else {}
-    build_stage.update(build_seconds=round(time.monotonic() - t0, 3),
-                       builds_cached=sum(1 for b in built.values() if b.cached))
 
-    sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
-    if sizer.is_alive():
-        reporter.note("finding the problems' sizes took over 120 s; tasks run without a memory estimate")
-    lock = threading.Lock()
-    queue = list(enumerate(todo))
-    started = [0]
+    def shape(problem_path: str) -> dict | None:
+        sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
+        return sizes.get(problem_path)
 
-    def worker(gpu: int | None) -> None:
-        """Evaluates tasks one at a time on one GPU: one timing task per GPU. The
-        next tasks' worker processes are started while this one runs."""
-        healthy = True
-        task_cfg = replace(eval_cfg, gpu_index=gpu)
-        ready = first.pop(gpu, [])
-        try:
-            while True:
-                with lock:
-                    if not queue:
-                        return
-                    i, task = queue.pop(0)
-                    left = len(queue)
-                    reporter.task_started(task, started[0], len(todo))
-                    started[0] += 1
-                log_path = _log_path(out_dir, task)
-                log_path.parent.mkdir(parents=True, exist_ok=True)
-                log_path.write_text(f"[kbench] task {task.problem} / {task.solution_set}: {task.solution_path}\n"
-                                    f"[kbench] build log\n{logs.get(task.key, '')}\n[kbench] worker log\n")
-                if not healthy:
-                    result = TaskResult(task.problem, task.solution_set, task.solution_path, Status.SKIPPED,
-                                        "not run: the GPU failed its health check after an earlier task",
-                                        phase="start", log_path=str(log_path))
-                elif not built[task.key].ok:
-                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path)
-                else:
-                    if not build.intact(built[task.key].ext_dir):
-                        # Written after kbench built it (by another task's candidate, say): rebuild, never load it.
-                        reporter.note(f"{task.solution_path}: its build changed since kbench made it; rebuilding")
-                        built[task.key] = build.build_all([task], build_cfg)[task.key]
-                    child = ready.pop(0) if ready else evaluate.start_worker(task_cfg)
-                    while len(ready) < min(depth, left):
-                        ready.append(evaluate.start_worker(task_cfg))
-                    result = evaluate.evaluate(task, built[task.key], task_cfg, log_path, None, child,
-                                               sizes.get(task.problem_path))
-                result = replace(result, fingerprint=prints[task.key], problem_sha256=problem_sha(task.problem_path))
-                with lock:
-                    results[task.key] = result
-                    save()
-                    reporter.task_done(result)
-                if cfg.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-                    healthy = evaluate.gpu_healthy(gpu)
-                    if not healthy:
-                        reporter.note(f"GPU {gpu if gpu is not None else 0} failed its health check; "
-                                      "its remaining tasks are skipped")
-        finally:
-            for child in ready:
-                child.discard()
-
-    try:
-        if len(gpus) == 1:
-            worker(gpus[0])  # in the main thread: Ctrl-C lands where run_child can clean up
-        else:
-            threads = [threading.Thread(target=worker, args=(g,), daemon=True) for g in gpus]
-            for t in threads:
-                t.start()
-            try:
-                for t in threads:
-                    while t.is_alive():
-                        t.join(0.5)
-            except KeyboardInterrupt:
-                queue.clear()
-                kill_all()
-                raise
-    finally:
-        for children in first.values():  # a GPU thread that never took a task
-            for child in children:
-                child.discard()
-    return save(finished=True), out_dir
+    return executors.LocalExecutor(hosts, events, prestart=_prestart_depth(cfg.device), shapes=shape)
 
 
 @functools.lru_cache(maxsize=None)

@@ -154,6 +154,10 @@ class TaskResult:
     # sha256 of the problem file the task ran against ("" when not recorded): `compare`
     # will not call a task faster or slower when its problem changed between the runs.
     problem_sha256: str = ""
+    # Where it ran: a host name, or a Dask worker's address ("" in older results).
+    worker: str = ""
+    # 2 when its first worker died under it and it ran again elsewhere.
+    attempts: int = 1
 
     @property
     def key(self) -> str:
@@ -179,6 +183,80 @@ class RunInfo:
 class RunResults:
     run: RunInfo
     results: tuple[TaskResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    min_samples: int = 10
+    max_samples: int = 500
+    budget_s: float = 10.0  # per task, both sides together
+    target_rel_ci: float = 0.01  # stop when each median's 95% interval is within +-1%
+    block: int = 5  # samples per side before switching: drift hits both
+    warmup_s: float = 0.2
+    # "auto": CUDA graphs when either side's warm-up median is under graph_below_ms
+    # (there an event pair's own cost, ~2 us, is several percent) and every call
+    # moves less than twice the L2 size (graph_clock.capture_all); "events"; "graph".
+    mode: str = "auto"
+    graph_below_ms: float = 0.05
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything that decides a task's verdict and its times, defined once: the CLI
+    and the library API build it, --resume fingerprints it, every executor carries it
+    inside TaskSpec to the judge. Nothing here is a local path."""
+
+    device: str = "cuda"  # "cuda" or "cpu"
+    timeout: float = 300.0  # seconds per task (load, check, time)
+    trials: int = 5
+    seed: int = 42
+    fp64: bool = True
+    time: bool = True
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    compile_baseline: bool = False
+    # Threads of each side on --device cpu. Judge and candidate are two processes that
+    # take turns; with several OpenMP threads each, their pools woke on each other's
+    # cores and an identical softmax read 0.6x in one run and 2.1x in the next on a
+    # 2-core host (1 thread: 0.93-1.03x).
+    cpu_threads: int = 1
+    build_timeout: float = 600.0  # seconds per solution build
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Options":
+        return from_json_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file's text travelling with its task: the other side of an executor may be
+    another host, which never opens the user's paths. `path` names it in messages."""
+
+    path: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(self.text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One unit of work, the same for every executor: sources inline, options as one
+    record, no local path the other side must share. A TaskResult comes back."""
+
+    problem: str  # "level1/23_Softmax"
+    solution_set: str
+    problem_source: Source
+    solution_source: Source
+    options: Options
+    fingerprint: str = ""  # for --resume: sources, options and kbench's version
+    attempt: int = 1  # 2 when rerun because its first worker died
+
+    @property
+    def key(self) -> str:
+        return self.solution_source.path
 
 
 # ---- JSON ------------------------------------------------------------------

@@ -14,12 +14,12 @@ time.perf_counter in its process is reported as tampering rather than obeyed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from . import stats
+from .records import TimingConfig  # noqa: F401 - defined with the other options
 
 # Captured before any solution is imported. The C-level methods cannot be
 # reassigned from Python, unlike torch.cuda.Event's Python-level wrappers.
@@ -36,21 +36,6 @@ _gpu_sleep = getattr(torch.cuda, "_sleep", None)  # spins the GPU for a number o
 # then measure GPU work without the host's own dispatch time (~10-20 us of Python
 # per call, 8% of a 0.2 ms kernel). Host overhead beyond the spin still shows.
 LAUNCH_SHADOW_CYCLES = 100_000
-
-
-@dataclass(frozen=True)
-class TimingConfig:
-    min_samples: int = 10
-    max_samples: int = 500
-    budget_s: float = 10.0  # per task, both sides together
-    target_rel_ci: float = 0.01  # stop when each median's 95% interval is within +-1%
-    block: int = 5  # samples per side before switching: drift hits both
-    warmup_s: float = 0.2
-    # "auto": CUDA graphs when either side's warm-up median is under graph_below_ms
-    # (there an event pair's own cost, ~2 us, is several percent) and every call
-    # moves less than twice the L2 size (graph_clock.capture_all); "events"; "graph".
-    mode: str = "auto"
-    graph_below_ms: float = 0.05
 
 
 class _Clock:

@@ -81,5 +81,5 @@ def test_good_values_pass_the_checks(monkeypatch, tmp_path):
     res = run("--timeout", "0.5", "--time-budget", "2", "--build-timeout", "60", "--out", str(tmp_path / "new" / "r"))
     assert "stop here" in one_line(res)
     cfg = seen["cfg"]
-    assert (cfg.timeout, cfg.timing.budget_s, cfg.build_timeout) == (0.5, 2.0, 60.0)
+    assert (cfg.options.timeout, cfg.options.timing.budget_s, cfg.options.build_timeout) == (0.5, 2.0, 60.0)
     assert cfg.out_dir == tmp_path / "new" / "r" and not (tmp_path / "new").exists()  # nothing created by the check

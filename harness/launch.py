@@ -10,32 +10,34 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import build
 from .isolate import Child, run_child
-from .records import BuildResult, CheckResult, Flag, Status, Task, TaskResult, Timing, from_json_dict
-from .timer import TimingConfig
+from .records import BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing, from_json_dict
 
 _CUDA_ERROR = re.compile(r"(CUDA error: .*|.*device-side assert.*|.*illegal memory access.*|Segmentation fault.*)")
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    device: str  # "cuda" or "cpu"
-    timeout: float  # seconds for the whole worker (load, check, time)
-    trials: int = 5
-    seed: int = 42
-    fp64: bool = True
-    time: bool = True
-    timing: TimingConfig = field(default_factory=TimingConfig)
+    """A task's options (the same everywhere) and what the host that runs it knows."""
+
+    options: Options
     arch: str = ""
     bandwidth_gbs: float | None = None  # copy: the basis of the HBM floor
     read_gbs: float | None = None  # a read-only pass: with the copy, the bound below_roofline uses
     gpu_index: int | None = None
-    compile_baseline: bool = False
     builds_dir: str = ""  # the build cache: torch's loader locks files beside a built extension
+
+    @property
+    def device(self) -> str:
+        return self.options.device
+
+    @property
+    def timeout(self) -> float:
+        return self.options.timeout
 
 
 def start_worker(cfg: EvalConfig) -> Child:
@@ -46,6 +48,8 @@ def start_worker(cfg: EvalConfig) -> Child:
     env["PYTHONUNBUFFERED"] = "1"
     env["KBENCH_PARENT_PID"] = str(os.getpid())
     env["KBENCH_DEVICE"] = cfg.device
+    if cfg.device == "cpu":  # both sides, from their first import of torch (records.Options says why)
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cfg.options.cpu_threads)
     if cfg.builds_dir:
         env["KBENCH_WRITABLE"] = cfg.builds_dir  # the candidate's only writable folder beside its scratch
     # Judge and candidate take turns on the CPU: idle OpenMP threads must sleep,
@@ -73,18 +77,19 @@ def evaluate(
             child.discard()
         return TaskResult(**base, status=built.status, message=built.message, phase="build", seconds=built.seconds)
 
+    opts = cfg.options
     spec = {
         "problem_path": task.problem_path,
         "solution_path": task.solution_path,
-        "device": cfg.device,
-        "seed": cfg.seed,
-        "trials": cfg.trials,
-        "fp64": cfg.fp64,
-        "time": cfg.time,
-        "timing": asdict(cfg.timing),
+        "device": opts.device,
+        "seed": opts.seed,
+        "trials": opts.trials,
+        "fp64": opts.fp64,
+        "time": opts.time,
+        "timing": asdict(opts.timing),
         "bandwidth_gbs": cfg.bandwidth_gbs,
         "read_gbs": cfg.read_gbs,
-        "compile_baseline": cfg.compile_baseline,
+        "compile_baseline": opts.compile_baseline,
         "extensions_dir": built.ext_dir,
         "shape": shape,
     }

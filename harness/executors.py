@@ -1,0 +1,248 @@
+"""Where tasks run. Every executor takes TaskSpecs and gives back futures of
+Finished (a TaskResult and, when it ran elsewhere, its log's text); each task
+still runs in the trusted-judge / untrusted-candidate processes of judge/ on
+the host that runs it (work.py).
+
+- InlineExecutor: each task built and judged in the caller's thread when it is
+  submitted. For tests of the pipeline and one-off library calls.
+- LocalExecutor: this host. Builds in a thread pool; one evaluation lane per
+  GPU (one timing task per GPU at a time), which takes a task as soon as its
+  build is done and keeps judge processes started ahead.
+- DaskExecutor (dask_executor.py): a Dask `distributed` cluster.
+"""
+from __future__ import annotations
+
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from . import launch, work
+from .isolate import Child, kill_all
+from .records import BuildResult, Status, TaskResult, TaskSpec
+
+
+@dataclass(frozen=True)
+class Finished:
+    result: TaskResult
+    log: str | None = None  # the log's text when it was not written to the log_path given
+
+
+class Events(Protocol):
+    """What an executor says while tasks run (console.py draws it; called from any thread)."""
+
+    def built(self, key: str, result: BuildResult) -> None: ...
+    def started(self, key: str) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class Quiet:
+    def built(self, key: str, result: BuildResult) -> None:
+        pass
+
+    def started(self, key: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+class Executor(Protocol):
+    name: str
+
+    def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future: ...  # Future[Finished]
+    def close(self, cancel: bool = False) -> None: ...
+
+
+def _log_file(log_path: Path | None) -> tuple[Path, tempfile.TemporaryDirectory | None]:
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        return log_path, None
+    tmp = tempfile.TemporaryDirectory(prefix="kbench-task-")
+    return Path(tmp.name) / "task.log", tmp
+
+
+def _finish(result: TaskResult, log_path: Path, tmp) -> Finished:
+    if tmp is None:
+        return Finished(result)
+    try:
+        return Finished(result, work._read_capped(log_path))
+    finally:
+        tmp.cleanup()
+
+
+def _crashed(spec: TaskSpec, where: str, e: BaseException) -> TaskResult:
+    return work.failed(spec, Status.CRASHED, f"kbench error while {where}: {type(e).__name__}: {e}"[:500])
+
+
+class InlineExecutor:
+    """Builds and judges each task in the caller's thread, at submit."""
+
+    name = "inline"
+
+    def __init__(self, host: work.Host, events: Events | None = None):
+        self.host, self.events = host, events or Quiet()
+
+    def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
+        fut: Future = Future()
+        path, tmp = _log_file(log_path)
+        try:
+            built, build_log = work.build_one(spec, self.host)
+            self.events.built(spec.key, built)
+            path.write_text(work.header(spec, build_log))
+            self.events.started(spec.key)
+            shape = work._shape(work.task_of(spec, self.host.cache_dir).problem_path) if built.ok else None
+            result = work.evaluate_built(spec, built, self.host, path, shape=shape)
+        except Exception as e:  # noqa: BLE001 - a bug of ours: the task says so, the run goes on
+            result = _crashed(spec, "running it", e)
+        fut.set_result(_finish(result, path, tmp))
+        return fut
+
+    def close(self, cancel: bool = False) -> None:
+        pass
+
+
+# Judge processes started ahead per GPU. `import torch` takes ~5 s on an H100
+# host and a small task ~1-2 s, so one ahead is not enough to hide it. Their
+# imports take host cores from the task being timed: at most one per 4 cores,
+# and none on a CPU run, where the host clock times the task.
+PRESTART = 4
+
+
+@dataclass
+class _Item:
+    spec: TaskSpec
+    built: BuildResult
+    path: Path
+    tmp: object
+    future: Future
+
+
+class LocalExecutor:
+    """This host's GPUs: builds in parallel, one evaluation lane per GPU.
+
+    On CUDA a lane starts a task as soon as its build is done, while other builds
+    run; the build pool then leaves two cores per lane (the judge's and the
+    candidate's). On --device cpu the host clock times the task, so a lane waits
+    until no build runs."""
+
+    name = "local"
+
+    def __init__(self, hosts: list[work.Host], events: Events | None = None, *, prestart: int = 0,
+                 warm: bool = False, shapes: Callable[[str], dict | None] | None = None):
+        self.hosts, self.events = hosts, events or Quiet()
+        self.device = hosts[0].device
+        self.depth = 0 if self.device == "cpu" else prestart
+        self.warm = warm  # keep one judge started ahead while idle (library sessions)
+        self.shapes = shapes or (lambda path: None)
+        self.overlap = self.device == "cuda"
+        import os
+
+        cores = os.cpu_count() or 2
+        jobs = hosts[0].build_jobs
+        if self.overlap:
+            jobs = max(1, min(jobs, cores - 2 * len(hosts)))
+        self._builds = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kbench-build")
+        self._cv = threading.Condition()
+        self._queue: list[_Item] = []
+        self._building = 0
+        self._closed = False
+        self._lanes: list[threading.Thread] = []
+
+    # -- submit ------------------------------------------------------------------
+    def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
+        fut: Future = Future()
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the executor is closed")
+            self._building += 1
+            if not self._lanes:
+                self._lanes = [threading.Thread(target=self._lane, args=(h,), daemon=True, name=f"kbench-lane-{i}")
+                               for i, h in enumerate(self.hosts)]
+                for t in self._lanes:
+                    t.start()
+        self._builds.submit(self._build, spec, log_path, fut)
+        return fut
+
+    def _build(self, spec: TaskSpec, log_path: Path | None, fut: Future) -> None:
+        path, tmp = _log_file(log_path)
+        try:
+            built, build_log = work.build_one(spec, self.hosts[0])
+        except Exception as e:  # noqa: BLE001
+            built, build_log = BuildResult(False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0,
+                                           False, ""), ""
+        try:
+            path.write_text(work.header(spec, build_log))
+        except OSError:
+            pass
+        self.events.built(spec.key, built)
+        with self._cv:
+            self._building -= 1
+            self._queue.append(_Item(spec, built, path, tmp, fut))
+            self._cv.notify_all()
+
+    # -- lanes ---------------------------------------------------------------------
+    def _take(self) -> tuple[_Item | None, int]:
+        with self._cv:
+            while not self._closed and (not self._queue or (not self.overlap and self._building)):
+                self._cv.wait(0.5)
+            if self._closed:
+                return None, 0
+            item = self._queue.pop(0)
+            return item, len(self._queue) + self._building
+
+    def _lane(self, host: work.Host) -> None:
+        ready: list[tuple[object, Child]] = []  # (options, judge started for them)
+        state = {"healthy": True}
+        try:
+            while True:
+                item, pending = self._take()
+                if item is None:
+                    return
+                try:
+                    result = self._judge(host, item, pending, ready, state)
+                except Exception as e:  # noqa: BLE001 - a bug of ours: this task says so, the lane goes on
+                    result = _crashed(item.spec, "judging it", e)
+                item.future.set_result(_finish(result, item.path, item.tmp))
+        finally:
+            for _, c in ready:
+                c.discard()
+
+    def _judge(self, host: work.Host, item: _Item, pending: int, ready: list, state: dict) -> TaskResult:
+        spec = item.spec
+        self.events.started(spec.key)
+        if not state["healthy"]:
+            return work.failed(spec, Status.SKIPPED, "not run: the GPU failed its health check after an earlier task")
+        child = None
+        if item.built.ok:
+            child = next((c for o, c in ready if o == spec.options), None)
+            ready[:] = [(o, c) for o, c in ready if c is not child]
+            for _ in range(min(self.depth, pending) - len(ready)):
+                ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
+        problem = work.task_of(spec, host.cache_dir).problem_path
+        result = work.evaluate_built(spec, item.built, host, item.path, child,
+                                     self.shapes(problem) if item.built.ok else None)
+        if self.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
+            state["healthy"] = launch.gpu_healthy(host.gpu_index)
+            if not state["healthy"]:
+                self.events.note(f"GPU {host.gpu_index or 0} failed its health check; its remaining tasks are skipped")
+        if self.warm and not ready and item.built.ok:
+            ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
+        return result
+
+    def close(self, cancel: bool = False) -> None:
+        with self._cv:
+            self._closed = True
+            left = list(self._queue)
+            self._queue.clear()
+            self._cv.notify_all()
+        self._builds.shutdown(wait=not cancel, cancel_futures=cancel)
+        if cancel:
+            kill_all()
+        for item in left:
+            if not item.future.done():
+                item.future.cancel()
+        for t in self._lanes:
+            t.join(timeout=None if not cancel else 5)

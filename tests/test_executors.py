@@ -1,0 +1,106 @@
+"""The executor seam: every executor gives the verdicts the local one gives.
+
+The Dask test starts a cluster of 3 worker processes on this host (--device
+cpu), kills one worker while it judges a task, and checks that the task ran
+again elsewhere, was marked so, and that no task was lost. Its verdicts are
+held to the fixtures' declared ones (KBENCH_EXPECT), the same declarations the
+local executor's run of this set meets in test_cli_cpu.py."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import ROOT
+from expect import mismatches
+
+FIXTURES = ROOT / "tests" / "fixtures" / "cpu"
+RUN = ["run", "--problems", str(FIXTURES / "problems"), "--solutions", str(FIXTURES / "solutions"), "-s", "basic",
+       "--device", "cpu", "--time-budget", "0.3", "--timeout", "40", "--exit-zero"]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _busy_dask_worker(root: int) -> int | None:
+    """A Dask worker process under `root` whose judge has a candidate (a task in
+    flight, not a judge started ahead)."""
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    parents = {p: _parent(p) for p in pids}
+    for pid in pids:
+        if b"harness.judge" not in _cmdline(pid):
+            continue
+        worker = parents[pid]
+        has_candidate = any(parents[c] == pid and b"harness.candidate" in _cmdline(c) for c in pids)
+        chain, p = [], worker
+        while p and p != root and len(chain) < 6:
+            chain.append(p)
+            p = parents.get(p, 0)
+        if has_candidate and p == root and b"spawn" in _cmdline(worker):
+            return worker
+    return None
+
+
+def test_dask_executor_matches_local_and_survives_a_killed_worker(kbench_cache, tmp_path):
+    env = {**os.environ, "KBENCH_CACHE": str(kbench_cache), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *RUN, "--out", str(tmp_path / "dask"),
+                             "--executor", "dask", "--dask-workers", "3"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
+    reader.start()
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and proc.poll() is None and time.monotonic() < deadline:
+        worker = _busy_dask_worker(proc.pid)
+        if worker is not None:
+            time.sleep(0.5)  # well inside the task
+            os.kill(worker, signal.SIGKILL)
+            killed = worker
+        time.sleep(0.2)
+    proc.wait(timeout=600)
+    reader.join(timeout=10)
+    log = "".join(output)
+    assert killed is not None, "no Dask worker was seen judging a task\n" + log[-3000:]
+    assert proc.returncode == 0, log[-3000:]
+
+    data = json.loads((tmp_path / "dask" / "results.json").read_text())
+    results = data["results"]
+    assert data["run"]["finished"] and len(results) == 12, log[-3000:]
+    assert mismatches(results) == []
+    retried = [r for r in results if r["attempts"] == 2]
+    assert len(retried) == 1, [(r["solution_path"], r["attempts"]) for r in results]
+    assert "ran 2 times: its earlier Dask worker died under it" in retried[0]["message"]
+    assert all(r["worker"].startswith("tcp://") for r in results)
+    for r in results:  # every log came back to the run folder
+        assert Path(r["log_path"]).is_file() and "[kbench] worker log" in Path(r["log_path"]).read_text()
+    time.sleep(1)
+    assert not any(b"harness.judge" in _cmdline(int(p.name)) and _parent(int(p.name)) == killed
+                   for p in Path("/proc").iterdir() if p.name.isdigit()), "the killed worker's judge lives on"
+
+
+def test_scheduler_without_dask_executor_is_a_user_error(run_cli):
+    res = run_cli("run", "--device", "cpu", "--scheduler", "tcp://127.0.0.1:1")
+    assert res.returncode == 2 and "--scheduler needs --executor dask" in res.stderr
+
+
+def test_unreachable_scheduler_says_how_to_start_one(run_cli, tmp_path):
+    res = run_cli(*RUN, "--out", str(tmp_path / "r"), "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9",
+                  timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    line = res.stderr.strip().splitlines()[-1]
+    assert "tcp://127.0.0.1:9" in line and "dask worker ADDRESS --resources GPU=1" in line
