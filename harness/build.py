@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .build_queue import BuildQueue, compile_slots
 from .isolate import kill_all, run_child
 from .records import BuildResult, Status, Task
 
@@ -133,20 +134,30 @@ def build_all(
         key = build_key(Path(task.solution_path).read_bytes(), cfg, versions)
         by_key.setdefault(key, []).append(task)  # identical files build once
     results: dict[str, BuildResult] = {}
+    queue = BuildQueue(list(by_key), max(1, cfg.jobs))
+    slots = compile_slots()
 
     def one(key: str) -> None:
         group = by_key[key]
-        result, log = _build_one(group[0], key, cfg)
+        result, log = _build_one(group[0], key, cfg, queue.max_jobs(slots))
         for task in group:
             results[task.key] = result
             if on_done:
                 on_done(task, result, log)
 
+    def drain() -> None:
+        while (item := queue.pop()) is not None:
+            try:
+                item() if callable(item) else one(item)
+            finally:
+                queue.done()
+
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
-        for future in [pool.submit(one, key) for key in by_key]:
+        for future in [pool.submit(drain) for _ in range(max(1, cfg.jobs))]:
             future.result()
     except BaseException:  # Ctrl-C: stop the compilers now, not after they finish
+        queue.close()
         pool.shutdown(wait=False, cancel_futures=True)
         kill_all()
         raise
@@ -154,7 +165,7 @@ def build_all(
     return results
 
 
-def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str]:
+def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1) -> tuple[BuildResult, str]:
     ext_dir = cfg.cache_dir / key
     if b"cpp_extension" not in Path(task.solution_path).read_bytes():
         # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
@@ -164,7 +175,8 @@ def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str
     if cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext")):
         data = json.loads(cached.read_text())
         log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
-        return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
+        result = _result(data, seconds=0.0, cached=True, ext_dir=ext_dir)
+        return result, f"[kbench: build cached in {ext_dir}]\n{log}"
     if ext_dir.exists():
         shutil.rmtree(ext_dir, ignore_errors=True)
     ext_dir.mkdir(parents=True)
@@ -172,11 +184,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str
     out = ext_dir / "result.partial.json"
     spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
     env = dict(os.environ)
-    env.update(
-        TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"),
-        MAX_JOBS=str(max(1, (os.cpu_count() or 2) // max(1, cfg.jobs))),
-        PYTHONUNBUFFERED="1",
-    )
+    env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1")
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     outcome = run_child(["-m", "harness.build", str(spec)], ext_dir / LOG_FILE, cfg.timeout, env=child_env(env))
