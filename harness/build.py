@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .build_queue import BuildQueue, compile_slots
 from .isolate import kill_all, run_child
 from .records import BuildResult, Status, Task
 
@@ -61,6 +62,7 @@ class BuildConfig:
     jobs: int
     timeout: float
     use_cache: bool = True
+    precompiled_headers: bool = True  # harness/pch.py; KBENCH_PCH=0 turns them off too
 
 
 def build_key(source: bytes, cfg: BuildConfig, versions: str) -> str:
@@ -133,20 +135,38 @@ def build_all(
         key = build_key(Path(task.solution_path).read_bytes(), cfg, versions)
         by_key.setdefault(key, []).append(task)  # identical files build once
     results: dict[str, BuildResult] = {}
+    # Cached builds and files with nothing to compile are done at once; the queue
+    # (whose length sets MAX_JOBS and whether a PCH pays off) holds real compiles.
+    instant = [key for key in by_key if _nothing_to_compile(by_key[key][0], key, cfg)]
+    queue = BuildQueue([key for key in by_key if key not in instant], max(1, cfg.jobs))
+    slots = compile_slots()
+    pch_root = pch_folder(cfg)
 
     def one(key: str) -> None:
         group = by_key[key]
-        result, log = _build_one(group[0], key, cfg)
+        result, log, wants = _build_one(group[0], key, cfg, queue.max_jobs(slots))
         for task in group:
             results[task.key] = result
             if on_done:
                 on_done(task, result, log)
+        for want in wants:
+            _schedule_pch(queue, pch_root, want, cfg)
 
+    def drain() -> None:
+        while (item := queue.pop()) is not None:
+            try:
+                item() if callable(item) else one(item)
+            finally:
+                queue.done()
+
+    for key in instant:
+        one(key)
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
-        for future in [pool.submit(one, key) for key in by_key]:
+        for future in [pool.submit(drain) for _ in range(max(1, cfg.jobs))]:
             future.result()
     except BaseException:  # Ctrl-C: stop the compilers now, not after they finish
+        queue.close()
         pool.shutdown(wait=False, cancel_futures=True)
         kill_all()
         raise
@@ -154,17 +174,66 @@ def build_all(
     return results
 
 
-def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str]:
+# ---- precompiled headers (harness/pch.py) ---------------------------------------
+PCH_MIN_WAITING = 8
+
+
+def pch_folder(cfg: BuildConfig) -> Path | None:
+    """Where this run's PCHs live (beside builds/, outside what a candidate may
+    write), or None when they are off: KBENCH_PCH=0, or BuildConfig says so."""
+    if not cfg.precompiled_headers or os.environ.get("KBENCH_PCH", "1") == "0":
+        return None
+    return cfg.cache_dir.parent / "pch"
+
+
+def _pch_pays_off(waiting: int, jobs: int) -> bool:
+    """A PCH costs about 1.2 host compiles and saves about 0.6 of one in each later
+    build with the same flags; while it is made, the other slots go on without it.
+    So it is made in this run only when builds wait for well over a round of slots;
+    once made, it serves every later run."""
+    return waiting >= max(PCH_MIN_WAITING, 2 * jobs)
+
+
+def _schedule_pch(queue: BuildQueue, root: Path | None, want: dict, cfg: BuildConfig) -> None:
+    from . import pch
+
+    if root is None or not _pch_pays_off(queue.waiting(), max(1, cfg.jobs)):
+        return
+    request = pch.request_for(want.get("extra_cflags"), bool(want.get("with_cuda")))
+    if request is None or not pch.should_build(root, request):
+        return
+    queue.put_first(request.key, lambda: make_pch(root, want, request.key, cfg.timeout))
+
+
+def make_pch(root: Path, want: dict, key: str, timeout: float) -> None:
+    """Make one PCH in a process of its own (no solution code runs there); its
+    output goes to <root>/<key>.log."""
+    root.mkdir(parents=True, exist_ok=True)
+    run_child(["-m", "harness.pch", str(root), json.dumps(want)], root / f"{key}.log", timeout,
+              env=child_env(dict(os.environ)))
+
+
+def _nothing_to_compile(task: Task, key: str, cfg: BuildConfig) -> bool:
+    ext_dir = cfg.cache_dir / key
+    if b"cpp_extension" not in Path(task.solution_path).read_bytes():
+        return True
+    return cfg.use_cache and (ext_dir / RESULT_FILE).is_file() and intact(str(ext_dir / "ext"))
+
+
+def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1) -> tuple[BuildResult, str, list[dict]]:
+    """One solution's build (or its cached one), its log, and the PCHs it would
+    have used had they been made."""
     ext_dir = cfg.cache_dir / key
     if b"cpp_extension" not in Path(task.solution_path).read_bytes():
         # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
         # import torch. The worker imports the file itself and reports what happens.
-        return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n"
+        return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n", []
     cached = ext_dir / RESULT_FILE
     if cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext")):
         data = json.loads(cached.read_text())
         log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
-        return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
+        result = _result(data, seconds=0.0, cached=True, ext_dir=ext_dir)
+        return result, f"[kbench: build cached in {ext_dir}]\n{log}", []
     if ext_dir.exists():
         shutil.rmtree(ext_dir, ignore_errors=True)
     ext_dir.mkdir(parents=True)
@@ -172,24 +241,35 @@ def _build_one(task: Task, key: str, cfg: BuildConfig) -> tuple[BuildResult, str
     out = ext_dir / "result.partial.json"
     spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
     env = dict(os.environ)
-    env.update(
-        TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"),
-        MAX_JOBS=str(max(1, (os.cpu_count() or 2) // max(1, cfg.jobs))),
-        PYTHONUNBUFFERED="1",
-    )
+    env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1")
+    root = pch_folder(cfg)
+    if root is not None:
+        env["KBENCH_PCH_DIR"] = str(root)
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     outcome = run_child(["-m", "harness.build", str(spec)], ext_dir / LOG_FILE, cfg.timeout, env=child_env(env))
     log = (ext_dir / LOG_FILE).read_text(errors="replace")
+    wants: list[dict] = []
     if outcome.timed_out:
         data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
     elif not out.is_file():
         data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
     else:
         data = json.loads(out.read_text())
+        wants = _valid_wants(data.pop("pch_wants", None))
         cached.write_text(json.dumps(data))  # only finished builds are cached, good or bad
         _record_artifacts(ext_dir / "ext")
-    return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log
+    return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log, wants
+
+
+def _valid_wants(wants) -> list[dict]:
+    """The build process ran solution code: take only well-formed PCH wishes from it
+    (flags are checked again against pch's list before any is made)."""
+    if not isinstance(wants, list):
+        return []
+    return [{"extra_cflags": list(w["extra_cflags"]), "with_cuda": bool(w.get("with_cuda"))} for w in wants[:4]
+            if isinstance(w, dict) and isinstance(w.get("extra_cflags"), list)
+            and all(isinstance(f, str) for f in w["extra_cflags"])]
 
 
 # ---- artifacts, verified before use ------------------------------------------
@@ -270,12 +350,14 @@ def _child(spec_path: str) -> None:
     hooks = load.install_build_hooks(spec["device"])
     try:
         load.load_solution(spec["solution_path"], spec["device"])
-        data = {"status": "ok", "message": ""}
+        data: dict = {"status": "ok", "message": ""}
     except BaseException as e:  # noqa: BLE001 - a solution may raise anything, SystemExit included
         if hooks.failures:
             print(hooks.failures[-1])  # the full compiler output, into the log
         status, message = import_failure(e, hooks, spec["device"])
         data = {"status": status.value, "message": message}
+    if hooks.pch_wants:
+        data["pch_wants"] = hooks.pch_wants[:4]
     tmp = Path(spec["out"]).with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, spec["out"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import re
 import sys
 import traceback
@@ -41,12 +42,14 @@ def import_file(path: str, module_name: str) -> ModuleType:
 
 
 class BuildHooks:
-    """What the wrapped builders saw: failure texts, and the names of the
-    extension modules they loaded (the guard watches calls into those)."""
+    """What the wrapped builders saw: failure texts, the names of the extension
+    modules they loaded (the guard watches calls into those), and the precompiled
+    headers they would have used had they been made (harness/pch.py)."""
 
     def __init__(self):
         self.failures: list[str] = []
         self.extension_names: set[str] = set()
+        self.pch_wants: list[dict] = []
 
 
 def install_build_hooks(device: str) -> BuildHooks:
@@ -55,6 +58,7 @@ def install_build_hooks(device: str) -> BuildHooks:
     import torch.utils.cpp_extension as cpp_extension
 
     hooks = BuildHooks()
+    pch_root = os.environ.get("KBENCH_PCH_DIR")  # set for build processes only; the worker finds builds made
 
     def wrap(original):
         signature = inspect.signature(original)
@@ -64,7 +68,8 @@ def install_build_hooks(device: str) -> BuildHooks:
                 raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
             args, kwargs = _quiet(signature, args, kwargs)
             try:
-                module = original(*args, **kwargs)
+                with _precompiled_header(pch_root, signature, args, kwargs, hooks):
+                    module = original(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - re-raised; we only record it
                 hooks.failures.append(str(e))
                 raise
@@ -77,6 +82,22 @@ def install_build_hooks(device: str) -> BuildHooks:
     for name in ("load_inline", "load"):
         setattr(cpp_extension, name, wrap(getattr(cpp_extension, name)))
     return hooks
+
+
+def _precompiled_header(root: str | None, signature: inspect.Signature, args: tuple, kwargs: dict, hooks: BuildHooks):
+    """torch/extension.h precompiled for this call's flags, found by gcc through CPATH
+    (the compile command is unchanged), when kbench made one; else nothing."""
+    from contextlib import nullcontext
+
+    if not root:
+        return nullcontext()
+    from . import pch
+
+    try:
+        arguments = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return nullcontext()  # torch raises its own error for a bad call
+    return pch.on_include_path(root, arguments, hooks.pch_wants)
 
 
 def _quiet(signature: inspect.Signature, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
