@@ -28,6 +28,14 @@ class CandidateGone(Exception):
     """The candidate process died or broke the protocol; the message says how."""
 
 
+class CandidateHung(Exception):
+    """The candidate did not answer within the request's limit and was killed."""
+
+    def __init__(self, ran_s: float):
+        super().__init__(f"no reply after {ran_s:.1f} s")
+        self.ran_s = ran_s
+
+
 class CandidateError(Exception):
     """The solution raised inside a request; kind is 'exception' or 'out_of_memory'."""
 
@@ -56,17 +64,24 @@ class Remote:
         self.sock = ours
         self.last_wall_s = 0.0
 
-    def request(self, header: dict, fds: list[int] = (), timeout: float | None = None) -> tuple[dict, list[bytes]]:
-        """Send one request, wait for its reply; the wall time is in last_wall_s."""
-        self.sock.settimeout(timeout)
+    def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None) -> tuple[dict, list[bytes]]:
+        """Send one request, wait for its reply; the wall time is in last_wall_s.
+        Past `limit_s` seconds (the judge's clock, from the send) the candidate is
+        killed and CandidateHung raised: no reply, however it trickles in, moves that."""
         t0 = _perf()
+        sock = _Bounded(self.sock, t0 + limit_s) if limit_s is not None else self.sock
         try:
-            channel.send(self.sock, header, fds=list(fds))
-            reply, blobs, extra_fds = channel.recv(self.sock)
-        except (channel.ChannelError, OSError) as e:
-            raise CandidateGone(self.death(str(e))) from None
-        finally:
+            channel.send(sock, header, fds=list(fds))
+            reply, blobs, extra_fds = channel.recv(sock)
+        except TimeoutError:
             self.last_wall_s = _perf() - t0
+            self.kill()
+            raise CandidateHung(self.last_wall_s) from None
+        except (channel.ChannelError, OSError) as e:
+            self.last_wall_s = _perf() - t0
+            raise CandidateGone(self.death(str(e))) from None
+        self.last_wall_s = _perf() - t0
+        self.sock.settimeout(None)
         for fd in extra_fds:  # the candidate has no reason to send descriptors
             os.close(fd)
         if "error" in reply:
@@ -93,6 +108,16 @@ class Remote:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return out
+
+    def kill(self) -> None:
+        """Kill the candidate's process group now, without waiting: a process stuck
+        in the GPU driver may take long to die, and the verdict is not held for it
+        (close, after the result is sent, reaps it and sweeps what it started)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.kill()
 
     def close(self) -> None:
         """End the candidate and everything it started (its session's group and
@@ -133,3 +158,34 @@ def _own_copy(out: Any) -> Any:
 
 def _strings(value: Any) -> list[str]:
     return [str(v)[:200] for v in value[:8]] if isinstance(value, list) else []
+
+
+class _Bounded:
+    """The judge's socket with one deadline over a whole request: each send and
+    receive channel.py makes may wait only for what is left of it, so a reply sent
+    a byte at a time cannot stretch the limit. TimeoutError once it has passed."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock, self.deadline = sock, deadline
+
+    def _arm(self) -> None:
+        left = self.deadline - _perf()
+        if left <= 0:
+            raise TimeoutError("the request's limit has passed")
+        self.sock.settimeout(left)
+
+    def sendmsg(self, *args):
+        self._arm()
+        return self.sock.sendmsg(*args)
+
+    def sendall(self, *args):
+        self._arm()
+        return self.sock.sendall(*args)
+
+    def recvmsg(self, *args):
+        self._arm()
+        return self.sock.recvmsg(*args)
+
+    def recv_into(self, *args):
+        self._arm()
+        return self.sock.recv_into(*args)

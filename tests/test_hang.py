@@ -1,0 +1,81 @@
+"""A hang is known in seconds, not after --timeout (issue 12, item 4).
+
+The judge bounds every request to the candidate by wall time on its own clock
+(harness/judge/limits.py): past the limit it kills the candidate and the task
+ends `timeout`, naming the phase and the limit. These tests check the bound's
+arithmetic and that a reply trickled in a byte at a time cannot stretch it."""
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+
+# -- the bound itself ----------------------------------------------------------
+
+def test_bounds():
+    from harness.judge import limits
+
+    later = limits.for_calls(0.4e-3, "a call")
+    assert later.seconds == limits.HANG_MIN_S and not later.first
+    assert "100x the reference's 0.4 ms is 40 ms" in later.why
+    first = limits.for_calls(0.4e-3, "the first call", first=True)
+    assert first.seconds == limits.HANG_FIRST_MIN_S
+    slow = limits.for_calls(2.0, "a call")  # a 2 s reference: 100x it, the floor is below
+    assert slow.seconds == pytest.approx(200.0) and slow.why == "100x the reference's 2.0 s"
+    graph = limits.for_calls(1e-3, "a replay", calls=50)  # 100x 1 ms x 50 calls = 5 s
+    assert graph.seconds == pytest.approx(5.0) and "x 50 calls" in graph.why
+    message = later.message("check", 3.01)
+    assert message.startswith("hung: a call during check ran 3.0 s, past its limit of 3.0 s (")
+    assert message.endswith("); candidate killed")
+
+
+def test_signature_tells_new_shapes_apart():
+    import torch
+
+    from harness.judge import limits
+
+    a = limits.signature([torch.zeros(2, 3), 4])
+    assert a == limits.signature([torch.ones(2, 3), 4])
+    assert a != limits.signature([torch.zeros(3, 3), 4])
+    assert a != limits.signature([torch.zeros(2, 3, dtype=torch.float64), 4])
+    assert a != limits.signature([torch.zeros(2, 3), 5])
+
+
+def test_a_trickled_reply_cannot_stretch_the_limit():
+    """A peer that sends its reply one byte every 0.2 s makes every single read
+    succeed; the request still ends at its 1 s limit, and the peer is killed."""
+    from harness.judge.remote import CandidateHung, Remote
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    remote = Remote.__new__(Remote)  # the judge's side only; the candidate is this test's thread
+    remote.sock = ours
+    remote.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    stop = threading.Event()
+
+    def trickle():
+        theirs.recv(1 << 16)  # the request
+        while not stop.is_set():
+            try:
+                theirs.sendall(b"\0")
+            except OSError:
+                return
+            time.sleep(0.2)
+
+    peer = threading.Thread(target=trickle, daemon=True)
+    peer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(CandidateHung):
+            remote.request({"op": "ping"}, limit_s=1.0)
+        took = time.monotonic() - t0
+        assert 1.0 <= took < 2.0, took
+        assert remote.proc.wait(timeout=5) < 0  # killed
+    finally:
+        stop.set()
+        remote.proc.kill()
+        remote.proc.wait()
+        ours.close()
+        theirs.close()
