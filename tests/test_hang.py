@@ -2,15 +2,73 @@
 
 The judge bounds every request to the candidate by wall time on its own clock
 (harness/judge/limits.py): past the limit it kills the candidate and the task
-ends `timeout`, naming the phase and the limit. These tests check the bound's
-arithmetic and that a reply trickled in a byte at a time cannot stretch it."""
+ends `timeout`, naming the phase and the limit. The CLI test runs the hang
+fixtures (tests/fixtures/adversarial/cpu/24_hang) with --timeout 120 and the
+first-call and import limits lowered to 10 s through their environment
+variables (tests/test_adversarial.py runs the same fixtures with the defaults,
+30 s); the unit tests check the bound's arithmetic and that a reply trickled in
+a byte at a time cannot stretch it."""
+import json
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
+
+from conftest import ROOT
+from expect import mismatches
+
+ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
+SET = "24_hang"
+LIMITS = {"KBENCH_HANG_FIRST_MIN_S": "10", "KBENCH_HANG_IMPORT_S": "10"}
+
+
+@pytest.fixture(scope="module")
+def hang_run(run_cli, tmp_path_factory):
+    out = tmp_path_factory.mktemp("hang") / "run"
+    started = time.monotonic()
+    proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
+                   "-s", SET, "--out", str(out), "--device", "cpu", "--time-budget", "1", "--timeout", "120",
+                   env=LIMITS)
+    data = json.loads((out / "results.json").read_text())
+    return proc, data, time.monotonic() - started
+
+
+def test_every_hang_fixture_gets_its_verdict(hang_run):
+    proc, data, _ = hang_run
+    expected = sum(1 for _ in (ADVERSARIAL / "cpu" / SET).rglob("*.py"))
+    assert len(data["results"]) == expected, proc.stderr[-3000:]
+    assert mismatches(data["results"]) == []
+
+
+def test_a_hang_costs_its_limit_not_the_timeout(hang_run):
+    """Each hung task ends a few seconds after its limit (10 s for a first call or an
+    import here, 3 s for a later call), far below --timeout's 120 s."""
+    _, data, _ = hang_run
+    hung = [r for r in data["results"] if r["status"] == "timeout"]
+    assert len(hung) == 4
+    for r in hung:
+        assert "candidate killed" in r["message"] and "--timeout" not in r["message"], r["message"]
+        assert r["seconds"] < 30, (Path(r["solution_path"]).name, r["seconds"], r["message"])
+
+
+def test_the_limits_come_from_the_environment(hang_run):
+    _, data, _ = hang_run
+    by_name = {Path(r["solution_path"]).name: r for r in data["results"]}
+    assert "past its limit of 10 s" in by_name["sleeps_first_call.py"]["message"]
+    assert "KBENCH_HANG_FIRST_MIN_S" in by_name["sleeps_first_call.py"]["message"]
+    assert "past its limit of 10 s" in by_name["spins_at_import.py"]["message"]
+    assert "past its limit of 3.0 s" in by_name["spins_when_timed.py"]["message"]
+
+
+def test_slow_is_not_hung(hang_run):
+    _, data, _ = hang_run
+    by_name = {Path(r["solution_path"]).name: r for r in data["results"]}
+    for name in ("slow_5x.py", "compiles_on_first_call.py"):
+        assert by_name[name]["status"] == "ok", by_name[name]["message"]
 
 
 # -- the bound itself ----------------------------------------------------------
