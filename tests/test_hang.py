@@ -6,8 +6,9 @@ ends `timeout`, naming the phase and the limit. The CLI test runs the hang
 fixtures (tests/fixtures/adversarial/cpu/24_hang) with --timeout 120 and the
 first-call and import limits lowered to 10 s through their environment
 variables (tests/test_adversarial.py runs the same fixtures with the defaults,
-30 s); the unit tests check the bound's arithmetic and that a reply trickled in
-a byte at a time cannot stretch it."""
+30 s); the unit tests check the bound's arithmetic, that a reply trickled in a
+byte at a time cannot stretch it, and that a candidate running a child process
+(a compiler) gets more time, up to its own limit."""
 import json
 import socket
 import subprocess
@@ -137,3 +138,84 @@ def test_a_trickled_reply_cannot_stretch_the_limit():
         remote.proc.wait()
         ours.close()
         theirs.close()
+
+
+def _judge_side(child: bool):
+    """A Remote with its socket's far end, whose 'candidate' process runs a child (a
+    compiler, as far as the judge can tell) or not."""
+    from harness.judge.remote import Remote
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    remote = Remote.__new__(Remote)
+    remote.sock = ours
+    code = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)" if child else \
+        "import time; time.sleep(60)"
+    remote.proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    time.sleep(0.5)  # its child has started
+    return remote, theirs
+
+
+def _end(remote, theirs):
+    import os
+    import signal
+
+    try:
+        os.killpg(remote.proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    remote.proc.wait()
+    remote.sock.close()
+    theirs.close()
+
+
+def _reply_after(theirs, seconds: float):
+    """Answer the request `seconds` after it arrives, unless the socket is gone by then."""
+    from harness import channel
+
+    def answer():
+        try:
+            theirs.recv(1 << 16)
+            time.sleep(seconds)
+            channel.send(theirs, {"ok": True})
+        except (OSError, channel.ChannelError):
+            pass  # the judge's side gave up first: that is the point of the test
+
+    threading.Thread(target=answer, daemon=True).start()
+
+
+def test_a_candidate_running_a_compiler_gets_more_time():
+    """Past its 1 s limit the 'candidate' still runs a child process: it is building,
+    and its reply at 2.5 s is taken."""
+    remote, theirs = _judge_side(child=True)
+    try:
+        _reply_after(theirs, 2.5)
+        reply, _ = remote.request({"op": "load"}, limit_s=1.0, build_s=20.0)
+        assert reply == {"ok": True} and 2.5 <= remote.last_wall_s < 5
+    finally:
+        _end(remote, theirs)
+
+
+def test_building_ends_at_its_own_limit():
+    from harness.judge.remote import CandidateHung
+
+    remote, theirs = _judge_side(child=True)
+    try:
+        _reply_after(theirs, 10)
+        with pytest.raises(CandidateHung):
+            remote.request({"op": "load"}, limit_s=0.5, build_s=3.0)
+        assert 3.0 <= remote.last_wall_s < 4.5
+    finally:
+        _end(remote, theirs)
+
+
+def test_without_a_child_the_limit_holds():
+    from harness.judge.remote import CandidateHung
+
+    remote, theirs = _judge_side(child=False)
+    try:
+        _reply_after(theirs, 2.5)
+        with pytest.raises(CandidateHung):
+            remote.request({"op": "load"}, limit_s=1.0, build_s=20.0)
+        assert 1.0 <= remote.last_wall_s < 2.0
+    finally:
+        _end(remote, theirs)

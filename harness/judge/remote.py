@@ -7,7 +7,9 @@ CandidateGone with the reason; the judge turns it into a status.
 """
 from __future__ import annotations
 
+import math
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -22,6 +24,9 @@ from .. import channel, sandbox
 from ..isolate import describe_exit
 
 _perf = time.perf_counter
+# How often a request past its limit looks again whether the candidate still runs a
+# child process (a compiler), which moves the limit on (see Remote.request).
+BUILD_POLL_S = 2.0
 
 
 class CandidateGone(Exception):
@@ -64,15 +69,23 @@ class Remote:
         self.sock = ours
         self.last_wall_s = 0.0
 
-    def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None) -> tuple[dict, list[bytes]]:
+    def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
+                build_s: float | None = None) -> tuple[dict, list[bytes]]:
         """Send one request, wait for its reply; the wall time is in last_wall_s.
         Past `limit_s` seconds (the judge's clock, from the send) the candidate is
-        killed and CandidateHung raised: no reply, however it trickles in, moves that."""
+        killed and CandidateHung raised: no reply, however it trickles in, moves that.
+        With `build_s`, a candidate that is still running a child process when the
+        limit passes (a compiler: an import or a first call may build) gets more
+        time, BUILD_POLL_S at a time, up to build_s from the send."""
         t0 = _perf()
-        sock = _Bounded(self.sock, t0 + limit_s) if limit_s is not None else self.sock
         try:
-            channel.send(sock, header, fds=list(fds))
-            reply, blobs, extra_fds = channel.recv(sock)
+            if limit_s is None:
+                channel.send(self.sock, header, fds=list(fds))
+                reply, blobs, extra_fds = channel.recv(self.sock)
+            else:
+                channel.send(_Bounded(self.sock, t0 + limit_s), header, fds=list(fds))
+                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s)
+                reply, blobs, extra_fds = channel.recv(_Bounded(self.sock, deadline))
         except TimeoutError:
             self.last_wall_s = _perf() - t0
             self.kill()
@@ -87,6 +100,27 @@ class Remote:
         if "error" in reply:
             raise CandidateError(str(reply["error"]), str(reply.get("kind")), _strings(reply.get("tampered")))
         return reply, blobs
+
+    def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None) -> float:
+        """Wait until the reply starts (or the channel closes); returns the deadline the
+        rest of the reply must meet. Nothing is read here, so waiting on is safe."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        while True:
+            left = deadline - _perf()
+            if left > 0:
+                if poller.poll(math.ceil(left * 1e3)):
+                    return deadline
+                continue
+            if build_s is None or _perf() - t0 >= build_s or not self.building():
+                raise TimeoutError("the request's limit has passed")
+            deadline = min(_perf() + BUILD_POLL_S, t0 + build_s)
+
+    def building(self) -> bool:
+        """Whether the candidate runs a child process now: torch's extension builder
+        runs ninja and the compiler, Triton runs ptxas, inductor its compile workers.
+        The kernel's process table says so, not the candidate."""
+        return bool(sandbox.children(self.proc.pid))
 
     def death(self, fallback: str) -> str:
         """How the process ended, in words, waiting briefly for it to finish dying."""

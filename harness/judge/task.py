@@ -105,7 +105,8 @@ class Judge:
         it may run (requests that run forward pass theirs; the rest run none)."""
         limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
         try:
-            reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds)
+            reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
+                                               limit.build_s)
         except CandidateHung as e:
             raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s)) from None
         except CandidateGone as e:
