@@ -7,7 +7,9 @@ CandidateGone with the reason; the judge turns it into a status.
 """
 from __future__ import annotations
 
+import math
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -22,10 +24,21 @@ from .. import channel, sandbox
 from ..isolate import describe_exit
 
 _perf = time.perf_counter
+# How often a request past its limit looks again whether the candidate still runs a
+# child process (a compiler), which moves the limit on (see Remote.request).
+BUILD_POLL_S = 2.0
 
 
 class CandidateGone(Exception):
     """The candidate process died or broke the protocol; the message says how."""
+
+
+class CandidateHung(Exception):
+    """The candidate did not answer within the request's limit and was killed."""
+
+    def __init__(self, ran_s: float):
+        super().__init__(f"no reply after {ran_s:.1f} s")
+        self.ran_s = ran_s
 
 
 class CandidateError(Exception):
@@ -56,22 +69,58 @@ class Remote:
         self.sock = ours
         self.last_wall_s = 0.0
 
-    def request(self, header: dict, fds: list[int] = (), timeout: float | None = None) -> tuple[dict, list[bytes]]:
-        """Send one request, wait for its reply; the wall time is in last_wall_s."""
-        self.sock.settimeout(timeout)
+    def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
+                build_s: float | None = None) -> tuple[dict, list[bytes]]:
+        """Send one request, wait for its reply; the wall time is in last_wall_s.
+        Past `limit_s` seconds (the judge's clock, from the send) the candidate is
+        killed and CandidateHung raised: no reply, however it trickles in, moves that.
+        With `build_s`, a candidate that is still running a child process when the
+        limit passes (a compiler: an import or a first call may build) gets more
+        time, BUILD_POLL_S at a time, up to build_s from the send."""
         t0 = _perf()
         try:
-            channel.send(self.sock, header, fds=list(fds))
-            reply, blobs, extra_fds = channel.recv(self.sock)
-        except (channel.ChannelError, OSError) as e:
-            raise CandidateGone(self.death(str(e))) from None
-        finally:
+            if limit_s is None:
+                channel.send(self.sock, header, fds=list(fds))
+                reply, blobs, extra_fds = channel.recv(self.sock)
+            else:
+                channel.send(_Bounded(self.sock, t0 + limit_s), header, fds=list(fds))
+                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s)
+                reply, blobs, extra_fds = channel.recv(_Bounded(self.sock, deadline))
+        except TimeoutError:
             self.last_wall_s = _perf() - t0
+            self.kill()
+            raise CandidateHung(self.last_wall_s) from None
+        except (channel.ChannelError, OSError) as e:
+            self.last_wall_s = _perf() - t0
+            raise CandidateGone(self.death(str(e))) from None
+        self.last_wall_s = _perf() - t0
+        self.sock.settimeout(None)
         for fd in extra_fds:  # the candidate has no reason to send descriptors
             os.close(fd)
         if "error" in reply:
             raise CandidateError(str(reply["error"]), str(reply.get("kind")), _strings(reply.get("tampered")))
         return reply, blobs
+
+    def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None) -> float:
+        """Wait until the reply starts (or the channel closes); returns the deadline the
+        rest of the reply must meet. Nothing is read here, so waiting on is safe."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        while True:
+            left = deadline - _perf()
+            if left > 0:
+                if poller.poll(math.ceil(left * 1e3)):
+                    return deadline
+                continue
+            if build_s is None or _perf() - t0 >= build_s or not self.building():
+                raise TimeoutError("the request's limit has passed")
+            deadline = min(_perf() + BUILD_POLL_S, t0 + build_s)
+
+    def building(self) -> bool:
+        """Whether the candidate runs a child process now: torch's extension builder
+        runs ninja and the compiler, Triton runs ptxas, inductor its compile workers.
+        The kernel's process table says so, not the candidate."""
+        return bool(sandbox.children(self.proc.pid))
 
     def death(self, fallback: str) -> str:
         """How the process ended, in words, waiting briefly for it to finish dying."""
@@ -93,6 +142,16 @@ class Remote:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return out
+
+    def kill(self) -> None:
+        """Kill the candidate's process group now, without waiting: a process stuck
+        in the GPU driver may take long to die, and the verdict is not held for it
+        (close, after the result is sent, reaps it and sweeps what it started)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.kill()
 
     def close(self) -> None:
         """End the candidate and everything it started (its session's group and
@@ -133,3 +192,34 @@ def _own_copy(out: Any) -> Any:
 
 def _strings(value: Any) -> list[str]:
     return [str(v)[:200] for v in value[:8]] if isinstance(value, list) else []
+
+
+class _Bounded:
+    """The judge's socket with one deadline over a whole request: each send and
+    receive channel.py makes may wait only for what is left of it, so a reply sent
+    a byte at a time cannot stretch the limit. TimeoutError once it has passed."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock, self.deadline = sock, deadline
+
+    def _arm(self) -> None:
+        left = self.deadline - _perf()
+        if left <= 0:
+            raise TimeoutError("the request's limit has passed")
+        self.sock.settimeout(left)
+
+    def sendmsg(self, *args):
+        self._arm()
+        return self.sock.sendmsg(*args)
+
+    def sendall(self, *args):
+        self._arm()
+        return self.sock.sendall(*args)
+
+    def recvmsg(self, *args):
+        self._arm()
+        return self.sock.recvmsg(*args)
+
+    def recv_into(self, *args):
+        self._arm()
+        return self.sock.recv_into(*args)

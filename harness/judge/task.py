@@ -8,15 +8,20 @@ its own reference. Statuses and flags are decided here and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
 
 from .. import channel, check, load, shapes
 from ..records import Flag, Status
-from .remote import CandidateError, CandidateGone, Remote
+from . import limits
+from .remote import CandidateError, CandidateGone, CandidateHung, Remote
+
+_perf = time.perf_counter
 
 
 class TaskFailed(Exception):
@@ -47,6 +52,8 @@ class Judge:
         self.spent: dict[str, float] = {}
         self.spending = False
         self.shared = channel.Shared(self.device)
+        self.ref_call_s: float | None = None  # the reference's seconds per call: what bounds a hang
+        self.seen_signatures: set[tuple] = set()  # input shapes the candidate has been called on
 
     # -- plumbing -------------------------------------------------------------
     @contextlib.contextmanager
@@ -92,10 +99,16 @@ class Judge:
             if not any(n.startswith("replaced ") for n in self.notes):
                 self.notes.append(note)
 
-    def ask(self, header: dict, fds: list[int] = (), when: str = "") -> tuple[dict, list[bytes]]:
-        """A request to the candidate; its failures become statuses."""
+    def ask(self, header: dict, fds: list[int] = (), when: str = "",
+            limit: limits.Limit | None = None) -> tuple[dict, list[bytes]]:
+        """A request to the candidate; its failures become statuses. `limit`: how long
+        it may run (requests that run forward pass theirs; the rest run none)."""
+        limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
         try:
-            reply, blobs = self.remote.request(header, fds, timeout=self.spec.get("call_timeout"))
+            reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
+                                               limit.build_s)
+        except CandidateHung as e:
+            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s)) from None
         except CandidateGone as e:
             raise TaskFailed(Status.CRASHED, f"{e} during {self.phase_name}")
         except CandidateError as e:
@@ -105,6 +118,15 @@ class Judge:
             raise TaskFailed(Status.RUNTIME_ERROR, f"during {self.phase_name}: {e}")
         self.note_tampering(reply.get("tampered") or [], when)
         return reply, blobs
+
+    def call_limit(self, inputs: list | None, what: str, calls: int = 1, first: bool = False) -> limits.Limit:
+        """The limit of a request that runs `calls` forward calls on `inputs`. A call on
+        inputs of a signature not seen before is a first call (it may compile)."""
+        if inputs is not None:
+            sig = limits.signature(inputs)
+            first = first or sig not in self.seen_signatures
+            self.seen_signatures.add(sig)
+        return limits.for_calls(self.ref_call_s, what, calls, first)
 
     def phase(self, name: str) -> None:
         self.phase_name = name
@@ -131,13 +153,17 @@ class Judge:
             raise ProblemFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: Model(*get_init_inputs()) "
                                                    f"raised {load.last_line(e)}")
         self.phase("import")
+        # The candidate process imports torch while the judge loads the problem: that
+        # is kbench's own start-up, not the solution's, so it is waited for first and
+        # the import's limit starts once the candidate answers (--timeout bounds both).
+        self.ask({"op": "ping"}, limit=limits.STARTUP)
         fds: list[int] = []
         state = [[k, v] for k, v in self.ref.state_dict().items()]
         msg = {"op": "load", "solution_path": os.path.abspath(self.spec["solution_path"]), "device": self.spec["device"],
                "ext_dir": self.spec.get("extensions_dir"), "seed": seed,
                "init": channel.encode(self.shared.lend(init), fds, [], by_copy=False),
                "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds, [], by_copy=False)}
-        reply, _ = self.ask(msg, fds, "at import")
+        reply, _ = self.ask(msg, fds, "at import", limits.for_import())
         self.sandbox = reply.get("sandbox") if isinstance(reply.get("sandbox"), str) else None
         if not reply.get("ok"):
             try:
@@ -178,10 +204,17 @@ class Judge:
 
     def run_candidate(self, inputs: list, profile: bool = False) -> tuple[Any, list]:
         """One call on a lent copy of `inputs`: (its output as the judge's copy, the lent copy)."""
+        if profile:  # the profiler's start-up comes first: room as for a first call
+            limit = self.call_limit(None, "the profiled call", first=True)
+        else:
+            limit = self.call_limit(inputs, "a call")
+            if limit.first:
+                limit = replace(limit, what="the first call" if len(self.seen_signatures) == 1 else
+                                "the first call on inputs of this shape")
         lent = self.shared.lend(inputs)
         fds: list[int] = []
         msg = {"op": "call", "inputs": channel.encode(lent, fds, [], by_copy=False), "profile": profile}
-        reply, blobs = self.ask(msg, fds, "in forward")
+        reply, blobs = self.ask(msg, fds, "in forward", limit)
         if reply.get("threads"):
             self.flags.add(Flag.UNTIMED_WORK)
             self.notes.append(f"forward left threads running: {', '.join(map(str, reply['threads'][:3]))}")
@@ -191,6 +224,7 @@ class Judge:
 
     def check(self) -> None:
         self.phase("check")
+        self.time_reference()
         seed, trials = self.spec["seed"], self.spec["trials"]
         cases = [("random", seed + 1 + k, 0) for k in range(trials)]
         cases += [("check", seed + 1000 + k, k) for k in range(self._count_check_inputs())]
@@ -228,6 +262,24 @@ class Judge:
             torch.cuda.ipc_collect()  # inputs lent over CUDA IPC that the candidate has released
             torch.cuda.empty_cache()  # the candidate's process allocates next, from the same GPU
 
+    def time_reference(self) -> None:
+        """The reference's wall seconds per call, which sets how long a candidate's
+        call may run before it is hung: the fastest of up to three calls (the first
+        warms up), or the first alone if it took over a second (no bound needs more)."""
+        inputs = self.make_inputs(self.spec["seed"] + 950)
+        times: list[float] = []
+        with self.spend("check_reference_calls"):
+            while len(times) < 3 and sum(times) < 1.0:
+                t0 = _perf()
+                try:
+                    self.call_reference(inputs)
+                except Exception as e:  # noqa: BLE001
+                    raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: the "
+                                                              f"reference raised {load.last_line(e)}") from None
+                self.sync()
+                times.append(_perf() - t0)
+        self.ref_call_s = min(times)
+
     def profile(self) -> None:
         """One more call, under the profiler, for custom_share; last, because a
         profiler can crash a process (CUPTI with a C++ exception in flight was seen
@@ -237,6 +289,8 @@ class Judge:
         try:
             out, _lent = self.run_candidate(inputs, profile=True)
         except TaskFailed as e:
+            if e.status is Status.TIMEOUT:
+                raise  # a hung call is the solution's, whoever watched it: the verdict is timeout
             self.custom = {"share": None, "seen": [], "failed": e.message}
             self.notes.append(f"custom_share unknown: the profiled call failed ({e.message[:160]})")
             self._judge_custom_share()

@@ -96,7 +96,9 @@ class Timer:
         return ms, wall, outside, fp
 
     def sol_sample(self, fp_seed: int) -> tuple[float, float, float, list]:
-        reply, _ = self.j.ask({"op": "sample", "fp_seed": fp_seed}, when="while being timed")
+        reply, _ = self.j.ask({"op": "sample", "fp_seed": fp_seed}, when="while being timed", limit=self.sample_limit)
+        if self.sample_limit.first:  # the timing inputs' shape was new; it is not any more
+            self.sample_limit = self.j.call_limit(self.lent, "a timed call")
         ms, wall = _sample_times(reply)
         if reply.get("threads"):
             self.j.flags.add(Flag.UNTIMED_WORK)
@@ -116,6 +118,7 @@ class Timer:
         self.lent = j.shared.lend(first)
         fds: list[int] = []
         j.ask({"op": "bind", "copies": channel.encode([self.lent], fds, [], by_copy=False)}, fds)
+        self.sample_limit = j.call_limit(self.lent, "a timed call")
         self.rtt_ms = self._rtt()
         overhead = self.clock.empty_pair_ms()
         warm_ref, warm_sol = self._warm_up()
@@ -226,15 +229,18 @@ class Timer:
         except Exception as e:  # noqa: BLE001
             graph_clock.settle(self.clock)
             raise graph_clock_unavailable(f"the reference cannot be captured: {str(e).splitlines()[0][:200]}") from None
-        reply, _ = self.j.ask({"op": "graph_capture", "calls": plan.calls, "keep_all": plan.keep_all})
+        # A capture may take new paths (capture-safe allocation, cuBLAS workspaces): room as for a first call.
+        capture = self.j.call_limit(None, f"capturing {plan.calls} calls in a CUDA graph", plan.calls, first=True)
+        replay = self.j.call_limit(None, f"a CUDA graph replay of {plan.calls} calls", plan.calls)
+        reply, _ = self.j.ask({"op": "graph_capture", "calls": plan.calls, "keep_all": plan.keep_all}, limit=capture)
         if not reply.get("ok"):
             raise graph_clock_unavailable(str(reply.get("message"))[:300])
-        self._validate_graphs(ref_graph, ref_copies, sol_copies)
+        self._validate_graphs(ref_graph, ref_copies, sol_copies, replay)
         self.calls_per_sample = plan.calls
 
         def pair(ref: Side, sol: Side, base: Side | None) -> None:
             self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
-            reply, _ = self.j.ask({"op": "graph_sample", "fp_seed": self.fp_seed}, when="while being timed")
+            reply, _ = self.j.ask({"op": "graph_sample", "fp_seed": self.fp_seed}, when="while being timed", limit=replay)
             s_ms, s_wall = _sample_times(reply)
             s_out = (self.remote.last_wall_s * 1e3 - self.rtt_ms) / plan.calls - s_ms
             s_fp = reply.get("fp")
@@ -265,13 +271,13 @@ class Timer:
         self.j.sync()
         return seeds
 
-    def _validate_graphs(self, ref_graph, ref_copies: list[list], sol_copies: list[list]) -> None:
+    def _validate_graphs(self, ref_graph, ref_copies: list[list], sol_copies: list[list], limit) -> None:
         """Replay both graphs on fresh inputs and compare the candidate's last output
         with the eager reference on the inputs it read: a graph that misses work
         (host code, an unjoined stream, a capture-aware solution) is not timed."""
         self._refresh(ref_copies, sol_copies)
         ref_graph.replay()
-        reply, blobs = self.j.ask({"op": "graph_replay"})
+        reply, blobs = self.j.ask({"op": "graph_replay"}, limit=limit)
         sol_out = self.remote.output(reply, blobs, self.j.device)
         last_copy = ref_copies[(ref_graph.calls - 1) % len(ref_copies)]
         expected = self.j.call_reference(check.clone_inputs(last_copy))

@@ -1,0 +1,138 @@
+"""How long each request to the candidate may run before it is declared hung.
+
+A hang (a deadlocked kernel, an infinite loop, a sleep) used to cost the whole
+--timeout (300 s by default). The judge knows the reference's time per call, so
+a call that runs a hundred times longer, and longer than a floor that no honest
+call on any host gets near, is hung: the judge kills the candidate then and the
+task ends as `timeout` with a message naming the phase and the limit. The
+limit is wall time the judge measures around the request on its own clock; the
+candidate cannot move it. kbench's --timeout stays the last resort.
+
+The constants are in this one place. Each can be raised (or, in tests, lowered)
+through the environment variable named beside it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        print(f"[kbench] ignored {name}={raw!r}: not a positive number of seconds; using {default:g}", flush=True)
+        return default
+    return value
+
+
+# A call this many times slower than the reference's is hung or as good as hung:
+# far beyond an honest but slow kernel, and too slow to time within a task.
+HANG_FACTOR = 100.0
+# The floor for any call: the reference may take microseconds, and a loaded host
+# (a 2-core CI box running judge and candidate side by side) can stall a 1 ms call
+# for hundreds of ms. Seconds are never an honest call's stall.
+HANG_MIN_S = _seconds("KBENCH_HANG_MIN_S", 3.0)
+# The floor for a first call, which may compile: Triton JIT (cold: each candidate
+# has its own cache), cuBLAS and cuDNN heuristics, torch.compile tracing, the
+# profiler's start-up (it imports torch._dynamo, seconds). A call on inputs of a
+# shape, dtype or scalar not seen before counts as first (Triton's autotuner and
+# torch.compile both specialize on them), and so do a CUDA graph capture and the
+# profiled call.
+HANG_FIRST_MIN_S = _seconds("KBENCH_HANG_FIRST_MIN_S", 30.0)
+# Importing the solution and building its ModelNew (the clock starts once the
+# candidate process has imported torch and answered). Extensions were compiled
+# by the build stage before the task started, so what is left is loading them,
+# creating the CUDA context and importing Triton: seconds. An import that
+# compiles all the same (a build that failed inside try/except is tried again
+# here) runs a compiler, and gets HANG_BUILD_S below.
+HANG_IMPORT_S = _seconds("KBENCH_HANG_IMPORT_S", 30.0)
+# An import or a first call that is still running a child process (a compiler: an
+# extension built at import because its build failed and was caught, or one built
+# lazily in forward; Triton's ptxas) when its limit passes is building, not hung:
+# its limit moves on, up to this much. The process table shows the child, not the
+# candidate's word; a candidate that starts a child only to wait longer gains at
+# most this, which --timeout (300 s by default) bounds anyway.
+HANG_BUILD_S = _seconds("KBENCH_HANG_BUILD_S", 300.0)
+# Requests that run no forward (ping, bind, output): the candidate answers at
+# once, save for copying a large output back (the reference, writing the same
+# output, bounds that through the factor).
+HANG_OTHER_MIN_S = 30.0
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The wall time one request may take, what the request is, and why the limit is what it is."""
+
+    seconds: float
+    what: str  # "a call", "the first call", "a timed call", "importing the solution", ...
+    why: str
+    first: bool = False
+    build_s: float | None = None  # how far the limit may move while the candidate runs a child process
+
+    def message(self, phase: str, ran_s: float) -> str:
+        building = f"; up to {_duration(self.build_s)} while it runs a child process" if self.build_s else ""
+        return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}, past its limit of "
+                f"{_duration(self.seconds)} ({self.why}{building}); candidate killed")
+
+
+# Before the import: the candidate process importing torch is kbench's own start-up,
+# which only --timeout bounds.
+STARTUP = Limit(float("inf"), "starting the candidate process", "unbounded")
+
+
+def for_import() -> Limit:
+    return Limit(HANG_IMPORT_S, "importing the solution", "the limit for an import, KBENCH_HANG_IMPORT_S",
+                 build_s=max(HANG_BUILD_S, HANG_IMPORT_S))
+
+
+def for_calls(ref_s: float | None, what: str, calls: int = 1, first: bool = False) -> Limit:
+    """A request that runs `calls` forward calls, given the reference's seconds per call."""
+    ref_s = ref_s or 0.0
+    scaled = HANG_FACTOR * ref_s * calls
+    floor = HANG_FIRST_MIN_S if first else HANG_MIN_S
+    per = f"{HANG_FACTOR:g}x the reference's {_duration(ref_s)}" + (f" x {calls} calls" if calls > 1 else "")
+    build_s = max(HANG_BUILD_S, scaled, floor) if first else None
+    if scaled >= floor:
+        return Limit(scaled, what, per, first, build_s)
+    kind = "a first call, which may compile, KBENCH_HANG_FIRST_MIN_S" if first else "a call, KBENCH_HANG_MIN_S"
+    return Limit(floor, what, f"the floor for {kind}; {per} is {_duration(scaled)}", first, build_s)
+
+
+def for_other(ref_s: float | None, op: str) -> Limit:
+    scaled = HANG_FACTOR * (ref_s or 0.0)
+    seconds = max(HANG_OTHER_MIN_S, scaled)
+    return Limit(seconds, f"a {op!r} request", "a request that runs no forward: the larger of "
+                 f"{HANG_OTHER_MIN_S:g} s and {HANG_FACTOR:g}x the reference's call")
+
+
+def signature(inputs: list) -> tuple:
+    """What a compiler specializes a call on: each tensor's shape, dtype and device,
+    each plain value itself."""
+    out: list[Any] = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            out.append((tuple(x.shape), str(x.dtype), x.device.type))
+        elif x is None or isinstance(x, (bool, int, float, str)):
+            out.append((type(x).__name__, x))
+        else:
+            out.append((type(x).__name__,))
+    return tuple(out)
+
+
+def _duration(s: float) -> str:
+    if s >= 10:
+        return f"{s:.0f} s"
+    if s >= 1:
+        return f"{s:.1f} s"
+    if s >= 1e-4:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
