@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -144,6 +144,7 @@ class LocalExecutor:
         jobs = hosts[0].build_jobs
         if self.overlap:
             jobs = max(1, min(jobs, cores - 2 * len(hosts)))
+        self.jobs = jobs
         self._builds = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kbench-build")
         self._cv = threading.Condition()
         self._queue: list[_Item] = []
@@ -154,25 +155,66 @@ class LocalExecutor:
     # -- submit ------------------------------------------------------------------
     def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
         fut: Future = Future()
+        self._start(1)
+        self._builds.submit(self._build, spec, log_path, fut)
+        return fut
+
+    def submit_many(self, items: list[tuple[TaskSpec, Path | None]]) -> list[Future]:
+        """A whole run at once: one build_all over every task, so the build queue
+        shares the host's compilers between them (MAX_JOBS) and knows when a
+        precompiled header pays off; each task still goes to a lane as soon as its
+        own build is done."""
+        futures, by_task, tasks = [], {}, []
+        host = self.hosts[0]
+        for spec, log_path in items:
+            fut: Future = Future()
+            task = work.task_of(spec, host.cache_dir)
+            by_task[task.key] = (spec, log_path, fut)
+            tasks.append(task)
+            futures.append(fut)
+        self._start(len(items))
+
+        def on_done(task, built: BuildResult, log: str) -> None:
+            spec, log_path, fut = by_task[task.key]
+            self._built(spec, log_path, fut, built, log)
+
+        def build_all() -> None:
+            cfg = replace(host.build_config(items[0][0].options), jobs=self.jobs)
+            try:
+                from . import build
+
+                build.build_all(tasks, cfg, on_done)
+            except Exception as e:  # noqa: BLE001 - a bug of ours: the tasks not built yet say so
+                for spec, log_path, fut in by_task.values():
+                    if not fut.done() and not any(i.future is fut for i in self._queue):
+                        self._built(spec, log_path, fut, BuildResult(
+                            False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0, False, ""), "")
+
+        if items:
+            self._builds.submit(build_all)
+        return futures
+
+    def _start(self, count: int) -> None:
         with self._cv:
             if self._closed:
                 raise RuntimeError("the executor is closed")
-            self._building += 1
+            self._building += count
             if not self._lanes:
                 self._lanes = [threading.Thread(target=self._lane, args=(h,), daemon=True, name=f"kbench-lane-{i}")
                                for i, h in enumerate(self.hosts)]
                 for t in self._lanes:
                     t.start()
-        self._builds.submit(self._build, spec, log_path, fut)
-        return fut
 
     def _build(self, spec: TaskSpec, log_path: Path | None, fut: Future) -> None:
-        path, tmp = _log_file(log_path)
         try:
             built, build_log = work.build_one(spec, self.hosts[0])
         except Exception as e:  # noqa: BLE001
             built, build_log = BuildResult(False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0,
                                            False, ""), ""
+        self._built(spec, log_path, fut, built, build_log)
+
+    def _built(self, spec: TaskSpec, log_path: Path | None, fut: Future, built: BuildResult, build_log: str) -> None:
+        path, tmp = _log_file(log_path)
         try:
             path.write_text(work.header(spec, build_log))
         except OSError:

@@ -240,7 +240,11 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
     reporter.build_started(len(todo))
     t0 = time.monotonic()
     try:
-        futures = {executor.submit(spec, _log_path(out_dir, by_key[spec.key])): spec for spec in specs}
+        items = [(spec, _log_path(out_dir, by_key[spec.key])) for spec in specs]
+        if hasattr(executor, "submit_many"):  # the local executor builds a run's tasks as one queue
+            futures = dict(zip(executor.submit_many(items), specs))
+        else:
+            futures = {executor.submit(spec, path): spec for spec, path in items}
         for fut in as_completed(futures):
             spec = futures[fut]
             finished = fut.result()
