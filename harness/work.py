@@ -13,6 +13,7 @@ import hashlib
 import os
 import socket
 import tempfile
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def materialize(source: Source, cache_dir: Path) -> str:
     target = folder / (path.name if path.suffix == ".py" else "source.py")
     if not target.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # threads of one Session race here
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             f.write(source.text)
         os.replace(tmp, target)

@@ -58,3 +58,27 @@ def test_unknown_option_is_refused_by_name():
         harness.evaluate(PROBLEM, GOOD, device="cpu", time_budjet=1.0)
     with pytest.raises(ValueError, match="device"):
         harness.evaluate(PROBLEM, GOOD, device="tpu")
+
+
+def test_threads_writing_the_same_source_do_not_collide(tmp_path):
+    """A Session's threads materialize the same problem at once: each must get the file
+    (a shared temporary name once made all but one fail as `crashed`)."""
+    from harness import work
+    from harness.records import Source
+
+    src = Source("<x>/problem.py", "print(1)\n" * 1000)
+    errors: list = []
+
+    def go():
+        try:
+            for _ in range(50):
+                assert Path(work.materialize(src, tmp_path)).read_text() == src.text
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
