@@ -89,12 +89,11 @@ class InlineExecutor:
         fut: Future = Future()
         path, tmp = _log_file(log_path)
         try:
-            built, build_log = work.build_one(spec, self.host)
-            self.events.built(spec.key, built)
-            path.write_text(work.header(spec, build_log))
-            self.events.started(spec.key)
-            shape = work._shape(work.task_of(spec, self.host.cache_dir).problem_path) if built.ok else None
-            result = work.evaluate_built(spec, built, self.host, path, shape=shape)
+            def built(result: BuildResult) -> None:
+                self.events.built(spec.key, result)
+                self.events.started(spec.key)
+
+            result = work.build_and_judge(spec, self.host, path, built)
         except Exception as e:  # noqa: BLE001 - a bug of ours: the task says so, the run goes on
             result = _crashed(spec, "running it", e)
         fut.set_result(_finish(result, path, tmp))

@@ -253,7 +253,7 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
             if finished.log is not None:
                 log_path.parent.mkdir(parents=True, exist_ok=True)
                 log_path.write_text(finished.log)
-            result = replace(result, log_path=str(log_path), gpu=result.gpu)
+            result = replace(result, log_path=str(log_path))
             if events.builds_left == 0 and "build_seconds" not in build_stage:
                 build_stage.update(build_seconds=round(events.last_build - t0, 3), builds_cached=events.cached)
             results[spec.key] = result
@@ -263,8 +263,6 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
     except BaseException:  # Ctrl-C: stop the builds and the judges now
         executor.close(cancel=True)
         raise
-    if "build_seconds" not in build_stage and events.builds_left == 0:
-        build_stage.update(build_seconds=round(events.last_build - t0, 3), builds_cached=events.cached)
     return save(finished=True), out_dir
 
 

@@ -16,6 +16,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from . import build, launch
 from .isolate import Child
@@ -108,13 +109,19 @@ def evaluate_built(spec: TaskSpec, built: BuildResult, host: Host, log_path: Pat
         with open(log_path, "a") as f:
             f.write(f"[kbench] {spec.key}: its build changed since kbench made it; rebuilding\n")
         built = build.build_all([task], host.build_config(spec.options))[task.key]
-    if built.ok:
-        result = launch.evaluate(task, built, cfg, log_path, None, child, shape)
-    else:
-        if child is not None:
-            child.discard()
-        result = launch.evaluate(task, built, cfg, log_path)
+    result = launch.evaluate(task, built, cfg, log_path, None, child, shape)  # discards `child` if the build failed
     return _as_submitted(result, spec, task, host)
+
+
+def build_and_judge(spec: TaskSpec, host: Host, log_path: Path,
+                    on_built: Callable[[BuildResult], None] | None = None) -> TaskResult:
+    """Build one task here, then judge it; its log goes to `log_path`."""
+    built, build_log = build_one(spec, host)
+    if on_built:
+        on_built(built)
+    log_path.write_text(header(spec, build_log))
+    shape = _shape(task_of(spec, host.cache_dir).problem_path) if built.ok else None
+    return evaluate_built(spec, built, host, log_path, shape=shape)
 
 
 def run_task(spec: TaskSpec, host: Host) -> tuple[TaskResult, str]:
@@ -122,13 +129,7 @@ def run_task(spec: TaskSpec, host: Host) -> tuple[TaskResult, str]:
     run folder lives on the machine that ran kbench, maybe another host)."""
     with tempfile.TemporaryDirectory(prefix="kbench-task-") as tmp:
         log_path = Path(tmp) / "task.log"
-        built, build_log = build_one(spec, host)
-        log_path.write_text(header(spec, build_log))
-        if built.ok:
-            shape = _shape(task_of(spec, host.cache_dir).problem_path)
-            result = evaluate_built(spec, built, host, log_path, shape=shape)
-        else:
-            result = evaluate_built(spec, built, host, log_path)
+        result = build_and_judge(spec, host, log_path)
         return result, _read_capped(log_path)
 
 
