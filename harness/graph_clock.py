@@ -85,11 +85,23 @@ class GraphSampler:
         _replay(self.graph)
         self.clock._sync()
 
+    def queue(self) -> None:
+        """The replay, queued as events mode queues one call (L2 flush, held stream,
+        events on the current stream)."""
+        self.clock.queue(lambda: _replay(self.graph))
+
+    def finish(self) -> timer.Sample:
+        """The mean call of the replay queued last."""
+        s = self.clock.finish()
+        host = None if s.host_ms is None else s.host_ms / self.calls
+        return timer.Sample(s.ms / self.calls, s.wall_ms / self.calls, host,
+                            NAME if s.clock == timer.CudaClock.HELD else s.clock)
+
     def sample(self) -> tuple[float, float]:
-        """One replay, timed exactly as events mode times one call (L2 flush, launch
-        shadow, events on the current stream); the mean call's (timed ms, wall ms)."""
-        e, w = self.clock.sample(lambda: _replay(self.graph))
-        return e / self.calls, w / self.calls
+        """One replay: the mean call's (timed ms, wall ms)."""
+        self.queue()
+        s = self.finish()
+        return s.ms, s.wall_ms
 
     def outputs(self) -> list:
         return self._outs

@@ -148,6 +148,7 @@ def render(run: RunResults, policy: GatePolicy) -> str:
     task_rows = [
         [r["problem"], r["solution_set"], PurePath(r["solution_path"]).name, r["status"], r["flags"].replace(";", ", "),
          duration(r["ref_ms"]), duration(r["sol_ms"]), fmt(r["speedup"], ".3f"),
+         duration(r["ref_host_ms"]), duration(r["sol_host_ms"]),
          f"{fmt(r['speedup_ci_low'], '.3f')}-{fmt(r['speedup_ci_high'], '.3f')}" if fmt(r["speedup_ci_low"], ".3f") else "",
          r["clock"] if isinstance(r["clock"], str) else "", r["verdict"]]
         for r in df.to_dict("records")
@@ -181,7 +182,8 @@ def render(run: RunResults, policy: GatePolicy) -> str:
         _el("p", f"{left_out} of {len(run.results)} tasks not shown: no bytes_moved or floor_ms (not timed, failed "
                  "before timing, or the device bandwidth was not measured).", class_="note") if left_out else None,
         _el("h2", "Results"),
-        _table(["problem", "set", "solution", "status", "flags", "ref time", "sol time", "speedup", "95% CI", "clock", "verdict"],
+        _table(["problem", "set", "solution", "status", "flags", "ref time", "sol time", "speedup", "ref host", "sol host",
+                "95% CI", "clock", "verdict"],
                task_rows, id_="tasks", row_classes=[f"task {r[-1]}" for r in task_rows]),
         _el("h2", "Failures and flags") if failures else None,
         _el("div", *failures, id="failures") if failures else None,

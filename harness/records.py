@@ -39,6 +39,9 @@ class Flag(str, enum.Enum):
     # The candidate's self-reported sample times do not fit the wall time the
     # judge measured around them: no speedup is reported.
     TIMING_MISMATCH = "timing_mismatch"
+    # A side's host time to queue a call exceeds its device time: inside a real
+    # model its speed would be set by the host, and the device speedup misleads.
+    HOST_BOUND = "host_bound"
 
 
 class UserError(Exception):
@@ -97,6 +100,13 @@ class SideTiming:
     iqr_ms: float
     n: int
     samples_ms: tuple[float, ...] = ()
+    # What timed this side: cuda_events (behind a held stream), cuda_graph,
+    # host_wall (around a synchronize: the call synchronizes inside),
+    # cuda_events_shadow (no held stream on this machine) or cpu_clock.
+    clock: Optional[str] = None
+    # The host's median time to queue one call (Python, allocations, launches),
+    # measured while the GPU was held; None where the clock cannot separate it.
+    host_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)

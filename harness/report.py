@@ -18,7 +18,7 @@ CSV_COLUMNS = [
     "problem", "solution_set", "solution_path", "status", "verdict", "flags", "ref_ms", "sol_ms", "speedup",
     "speedup_ci_low", "speedup_ci_high", "compiled_ms", "speedup_vs_compiled", "floor_ms", "achieved_gbs", "pct_of_floor",
     "ref_iqr_ms", "sol_iqr_ms",
-    "samples", "clock", "rel_l2_err_fp64",
+    "samples", "clock", "ref_host_ms", "sol_host_ms", "rel_l2_err_fp64",
     "seconds", "message",
 ]
 
@@ -71,13 +71,24 @@ def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
                 "ref_iqr_ms": t.ref.iqr_ms if t else None,
                 "sol_iqr_ms": t.sol.iqr_ms if t else None,
                 "samples": t.sol.n if t else None,
-                "clock": t.clock if t else None,
+                "clock": clock_of(t),
+                "ref_host_ms": t.ref.host_ms if t else None,
+                "sol_host_ms": t.sol.host_ms if t else None,
                 "rel_l2_err_fp64": r.check.rel_l2_err_fp64 if r.check else None,
                 "seconds": round(r.seconds, 2),
                 "message": r.message,
             }
         )
     return pd.DataFrame(rows, columns=CSV_COLUMNS)
+
+
+def clock_of(t) -> str | None:
+    """The clock that timed a task, or "reference's/solution's" where the two sides' differ
+    (a side that synchronizes inside is timed by host_wall)."""
+    if t is None:
+        return None
+    ref, sol = t.ref.clock or t.clock, t.sol.clock or t.clock
+    return ref if ref == sol else f"{ref}/{sol}"
 
 
 def is_correct(r, policy: GatePolicy) -> bool:
@@ -189,7 +200,9 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     roofline = bool(len(df)) and df["floor_ms"].notna().any()  # GPU runs with a measured bandwidth
     clocks = df["clock"].dropna().value_counts() if len(df) else pd.Series(dtype=int)
     by_clock = len(clocks) > 1  # say per task which clock timed it when they differ
+    host = bool(len(df)) and (df["ref_host_ms"].notna().any() or df["sol_host_ms"].notna().any())
     header = ["problem", "set", "solution", "status", "flags", "ref time", "sol time", "speedup"]
+    header += ["ref host", "sol host"] if host else []
     header += (["compiled", "vs compiled"] if compiled else []) + (["floor", "% of floor", "GB/s"] if roofline else [])
     header += ["95% CI"] + (["clock"] if by_clock else []) + ["verdict"]
     rows = []
@@ -198,6 +211,8 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         ci = f"{_fmt(lo, '.3f')}-{_fmt(hi, '.3f')}" if _fmt(lo, ".3f") else ""
         row = [r["problem"], r["solution_set"], PurePath(r["solution_path"]).name, r["status"],
                r["flags"].replace(";", ", "), duration(r["ref_ms"]), duration(r["sol_ms"]), _fmt(r["speedup"], ".3f")]
+        if host:
+            row += [duration(r["ref_host_ms"]), duration(r["sol_host_ms"])]
         if compiled:
             row += [duration(r["compiled_ms"]), _fmt(r["speedup_vs_compiled"], ".3f")]
         if roofline:
@@ -209,10 +224,13 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "",
         _md_table(header, rows),
         "",
-        "Times are medians: CUDA events around each call with L2 flushed before it (cuda_events), the same "
-        "inside a CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds), or the "
-        "host clock on --device cpu (cpu_clock). Speedup = reference median / solution median, with a bootstrap 95% "
-        "interval. Timed by: " + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
+        "Times are medians of the device's work: CUDA events around each call, queued with it while the GPU is "
+        "held so that the host's dispatch is not timed, with L2 flushed before it (cuda_events); the same inside a "
+        "CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds); host wall time "
+        "around a device synchronize for a side whose call synchronizes inside (host_wall); or the host clock on "
+        "--device cpu (cpu_clock). Host time (ref host, sol host) is how long the host takes to queue one call; "
+        "host_bound marks a task where it exceeds a side's device time. Speedup = reference median / solution "
+        "median, with a bootstrap 95% interval. Timed by: " + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
         + _overhead_line(run),
         "",
     ]

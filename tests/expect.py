@@ -2,7 +2,7 @@
 
 Each fixture solution carries `KBENCH_EXPECT = {"status": ..., "message": ...,
 "flags": [...]}` at module level. Optional keys: "may_flag" (flags allowed but not
-required; default ["noisy"]), "clock", "any_of" (alternative declarations) and
+required; default ["noisy"]; host_bound is always allowed), "clock", "sol_clock" (the clock that timed the solution's side), "any_of" (alternative declarations) and
 "max_speedup": the reported speedup must be None or at most that value (a cheat
 whose defeat leaves an honest, correct, slow result). It is read with ast, never imported: the
 fixtures are the hostile code the harness must survive.
@@ -30,7 +30,8 @@ def _problems(r: dict, want: dict) -> list[str]:
     missing = set(want.get("flags", [])) - set(r["flags"])
     if missing:
         out.append(f"flags {r['flags']} lack {sorted(missing)}")
-    unexpected = set(r["flags"]) - set(want.get("flags", [])) - set(want.get("may_flag", ["noisy"]))
+    # host_bound is information about microsecond calls (either side's), never a verdict on the fixture.
+    unexpected = set(r["flags"]) - set(want.get("flags", [])) - set(want.get("may_flag", ["noisy"])) - {"host_bound"}
     if unexpected:
         out.append(f"unexpected flags {sorted(unexpected)}")
     if want.get("max_speedup") is not None and r.get("speedup") is not None and r["speedup"] > want["max_speedup"]:
@@ -38,6 +39,9 @@ def _problems(r: dict, want: dict) -> list[str]:
     clock = (r.get("timing") or {}).get("clock")
     if want.get("clock") and clock != want["clock"]:
         out.append(f"timed by {clock}, not {want['clock']}")
+    sol_clock = ((r.get("timing") or {}).get("sol") or {}).get("clock")
+    if want.get("sol_clock") and sol_clock != want["sol_clock"]:
+        out.append(f"solution timed by {sol_clock}, not {want['sol_clock']}")
     return out
 
 

@@ -77,9 +77,11 @@ def test_fingerprint_tells_a_stale_output_from_a_rounded_one():
     assert fingerprint.mismatch([[float("nan"), 1.0]], fp_ref, 1e-5)
 
 
-def _side(ms, outside):
+def _side(ms, outside, queue_outside=None, host=None):
     s = Side()
     s.ms, s.wall_ms, s.outside_ms = list(ms), list(ms), list(outside)
+    s.queue_outside_ms = list(queue_outside or [0.2] * len(s.ms))
+    s.host_ms = list(host or [0.01] * len(s.ms))
     return s
 
 
@@ -91,3 +93,15 @@ def test_samples_that_do_not_fit_the_measured_wall_time_are_refused():
     assert "too short" in bound_violation(ref, forged)
     assert "negative" in bound_violation(ref, _side([-1.0] * 20, [0.1] * 20))
     assert "no time" in bound_violation(ref, _side([0.0] * 20, [0.1] * 20), fraction=3.0)
+
+
+def test_work_moved_into_the_queuing_half_is_refused_unless_reported_as_host_time():
+    """A forger that runs its kernels before the held stream is released (on a
+    stream it never held, or by synchronizing while queuing) leaves the release's
+    wall honest; the queuing's wall, measured by the judge, must then be covered
+    by the host time it reports, which the report shows."""
+    ref = _side([1.0] * 20, [0.1] * 20, [0.2] * 20, [0.02] * 20)
+    hidden = _side([0.05] * 20, [0.11] * 20, [1.2] * 20, [0.02] * 20)  # 1 ms of work while "queuing"
+    assert "queuing" in bound_violation(ref, hidden)
+    declared = _side([0.05] * 20, [0.11] * 20, [0.21] * 20, [1.0] * 20)  # the same work, declared as host time
+    assert bound_violation(ref, declared) is None

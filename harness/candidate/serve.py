@@ -34,6 +34,7 @@ class Candidate:
         self.graph: graph_clock.GraphSampler | None = None
         self.hooks = None
         self.threads_left: list[str] = []
+        self.pending: str | None = None  # what the next release runs: "call" or "graph"
 
     # -- replies ---------------------------------------------------------------
     def reply(self, header: dict, payload: Any = None, has_payload: bool = False, guard_check: bool = True) -> None:
@@ -128,15 +129,32 @@ class Candidate:
         self.reply({})
 
     def op_sample(self, msg: dict, fds: list[int]) -> None:
+        """The first half of a timed call: caches flushed and the call queued behind
+        a held stream. The judge times this request and the release apart."""
         inputs = self.timing_copies[msg.get("copy", 0)]
 
         def timed():
             self.last_out = None  # free the previous output before the next call allocates
             self.last_out = self.call(inputs)
 
-        ms, wall = self.clock.sample(timed)
-        fp = fingerprint.project(self.last_out, msg["fp_seed"])
-        self.reply({"ms": ms, "wall_ms": wall, "fp": fp, "threads": self.threads_left[:3]}, guard_check=False)
+        self.clock.queue(timed)
+        self.pending = "call"
+        self.reply({"queued": True}, guard_check=False)
+
+    def op_release(self, msg: dict, fds: list[int]) -> None:
+        """The second half: the call runs; its times and the projection of its output."""
+        pending, self.pending = self.pending, None
+        if pending == "graph":
+            s = self.graph.finish()
+            fp = [fingerprint.project(o, msg["fp_seed"]) for o in self.graph.outputs()]
+        elif pending == "call":
+            s = self.clock.finish()
+            fp = fingerprint.project(self.last_out, msg["fp_seed"])
+        else:
+            return self.reply({"error": "release without a queued call", "kind": "protocol"})
+        self.reply({"ms": s.ms, "wall_ms": s.wall_ms, "host_ms": s.host_ms, "clock": s.clock,
+                    "why": getattr(self.clock, "why", None), "fp": fp, "threads": self.threads_left[:3]},
+                   guard_check=False)
 
     def op_graph_capture(self, msg: dict, fds: list[int]) -> None:
         try:
@@ -150,9 +168,9 @@ class Candidate:
         self.reply({"ok": True})
 
     def op_graph_sample(self, msg: dict, fds: list[int]) -> None:
-        ms, wall = self.graph.sample()
-        fp = [fingerprint.project(o, msg["fp_seed"]) for o in self.graph.outputs()]
-        self.reply({"ms": ms, "wall_ms": wall, "fp": fp}, guard_check=False)
+        self.graph.queue()
+        self.pending = "graph"
+        self.reply({"queued": True}, guard_check=False)
 
     def op_graph_replay(self, msg: dict, fds: list[int]) -> None:
         self.graph.replay()

@@ -129,6 +129,23 @@ def compiled_reference(judge: Judge):
     return call
 
 
+# Clocks whose samples carry the host's queuing time apart from the device's.
+HOST_SEPARATED = ("cuda_events", "cuda_graph")
+
+
+def _clock_notes(judge: Judge, pair: PairResult) -> None:
+    """Say which clock timed each side where it is not the held-stream events or a
+    graph, and flag a side whose host takes longer to queue a call than the device
+    takes to run it."""
+    for name, s in (("reference", pair.ref), ("solution", pair.sol)):
+        if s.why and s.clock not in HOST_SEPARATED:
+            judge.notes.append(f"{name} timed by {s.clock}: {s.why}")
+        if s.host_ms and s.clock in HOST_SEPARATED and stats.median(s.host_ms) > stats.median(s.ms):
+            judge.flags.add(Flag.HOST_BOUND)
+            judge.notes.append(f"{name} takes {stats.median(s.host_ms) * 1e3:.1f} us of host time to queue a call "
+                               f"that runs {stats.median(s.ms) * 1e3:.1f} us on the device")
+
+
 def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict) -> Timing:
     ref_ms, sol_ms = stats.median(pair.ref.ms), stats.median(pair.sol.ms)
     lo, hi = stats.bootstrap_ratio_ci(pair.ref.ms, pair.sol.ms)
@@ -162,8 +179,10 @@ def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict
         if sol_ms < BELOW_FLOOR_FRACTION * hard_ms:
             judge.flags.add(Flag.BELOW_ROOFLINE)
             judge.notes.append(f"{sol_ms:.4f} ms is below the {hard_ms:.4f} ms it takes to read the inputs from HBM")
+    _clock_notes(judge, pair)
     side = lambda s: SideTiming(  # noqa: E731
-        stats.median(s.ms), stats.iqr(s.ms), len(s.ms), tuple(round(x, 6) for x in s.ms)
+        stats.median(s.ms), stats.iqr(s.ms), len(s.ms), tuple(round(x, 6) for x in s.ms), s.clock or pair.clock,
+        round(stats.median(s.host_ms), 6) if s.host_ms and s.clock in HOST_SEPARATED else None,
     )
     return Timing(
         ref=side(pair.ref), sol=side(pair.sol), speedup=speedup, speedup_ci=(lo, hi), clock=pair.clock,

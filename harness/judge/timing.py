@@ -18,6 +18,7 @@ each call; the README states it.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -49,8 +50,12 @@ MUTATION_EVERY = 5  # compare the lent timing inputs with the judge's copy every
 @dataclass
 class Side:
     ms: list[float] = field(default_factory=list)  # timed (event or CPU) ms per call
-    wall_ms: list[float] = field(default_factory=list)  # device-synchronized wall per call
-    outside_ms: list[float] = field(default_factory=list)  # judge-measured wall minus the timed ms
+    wall_ms: list[float] = field(default_factory=list)  # release to device-synchronized, per call
+    outside_ms: list[float] = field(default_factory=list)  # judge-measured wall of the release minus the timed ms
+    host_ms: list[float] = field(default_factory=list)  # the host's time to queue a call, while the GPU was held
+    queue_outside_ms: list[float] = field(default_factory=list)  # judge-measured wall of the queuing minus host_ms
+    clock: str = ""  # the clock of the last sample
+    why: str | None = None  # why that clock, where it is not the first choice
 
 
 @dataclass
@@ -86,24 +91,37 @@ class Timer:
         self.last_inputs = []  # one set of the judge's inputs alive at a time (6.4 GB for the softmax)
         return self.j.make_inputs(self.seed)
 
-    def ref_sample(self, inputs: list, fp_seed: int, fn: Callable | None = None) -> tuple[float, float, float, list]:
+    def ref_sample(self, inputs: list, fp_seed: int, fn: Callable | None = None, side: Side | None = None) -> list:
+        """One reference call, queued then released as a candidate's is; its
+        projection. Adds the sample to `side` when one is given."""
         fn = fn or self.j.call_reference
         holder: list = []
         t0 = _perf()
-        ms, wall = self.clock.sample(lambda: holder.append(fn(inputs)))
+        self.clock.queue(lambda: holder.append(fn(inputs)))
+        t1 = _perf()
+        s = self.clock.finish()
         fp = fingerprint.project(holder[-1], fp_seed)
-        outside = (_perf() - t0) * 1e3 - ms
-        return ms, wall, outside, fp
+        t2 = _perf()
+        if side is not None:
+            _add(side, s, (t2 - t1) * 1e3, (t1 - t0) * 1e3, getattr(self.clock, "why", None))
+        return fp
 
-    def sol_sample(self, fp_seed: int) -> tuple[float, float, float, list]:
-        reply, _ = self.j.ask({"op": "sample", "fp_seed": fp_seed}, when="while being timed", limit=self.sample_limit)
+    def sol_sample(self, fp_seed: int, side: Side, graph: bool = False, calls: int = 1) -> Any:
+        """One candidate sample in two requests, each timed here: the queuing (its
+        host's dispatch behind a held stream) and the release (the device's work).
+        Its projection(s)."""
+        self.j.ask({"op": "graph_sample" if graph else "sample"}, when="while being timed", limit=self.sample_limit)
+        queued_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
         if self.sample_limit.first:  # the timing inputs' shape was new; it is not any more
             self.sample_limit = self.j.call_limit(self.lent, "a timed call")
-        ms, wall = _sample_times(reply)
+        reply, _ = self.j.ask({"op": "release", "fp_seed": fp_seed}, when="while being timed", limit=self.release_limit)
+        released_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
+        s = _sample(reply)
         if reply.get("threads"):
             self.j.flags.add(Flag.UNTIMED_WORK)
-        outside = self.remote.last_wall_s * 1e3 - self.rtt_ms - ms
-        return ms, wall, outside, reply.get("fp")
+        why = reply.get("why") if isinstance(reply.get("why"), str) else None
+        _add(side, s, released_ms / calls, queued_ms / calls, why and why[:300])
+        return reply.get("fp")
 
     def write_lent(self, values: list) -> None:
         for buf, v in zip(self.lent, values):
@@ -118,11 +136,14 @@ class Timer:
         self.lent = j.shared.lend(first)
         fds: list[int] = []
         j.ask({"op": "bind", "copies": channel.encode([self.lent], fds, [], by_copy=False)}, fds)
+        del first  # the lent copy holds its values; one 6.4 GB softmax input is enough
         self.sample_limit = j.call_limit(self.lent, "a timed call")
+        # A release may time the call again around a synchronize (a side that syncs inside).
+        self.release_limit = self.sample_limit
         self.rtt_ms = self._rtt()
         overhead = self.clock.empty_pair_ms()
         warm_ref, warm_sol = self._warm_up()
-        clock_name, note = self.clock.name, None
+        clock_name, note = self.clock.name, None  # after the warm-up: a side that syncs inside has found out
         sampler = self._pair_events
         if self._wants_graphs(warm_ref, warm_sol):
             try:
@@ -150,11 +171,17 @@ class Timer:
                         break
         finally:
             gc.enable()
+        if clock_name == graph_clock.NAME:
+            # A replay's host time is one launch; the host time that matters is an
+            # eager call's, from the warm-up (its first call is never held).
+            ref.host_ms, sol.host_ms = self.warm[0].host_ms[1:], self.warm[1].host_ms[1:]
         result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
         fraction = ALLOWANCE_FRACTION_CPU if clock_name == "cpu_clock" else ALLOWANCE_FRACTION
         result.bound_note = bound_violation(ref, sol, fraction, self.calls_per_sample)
         print(f"[kbench] per-call time outside the timed region, median ms: reference {stats.median(ref.outside_ms):.4f}, "
-              f"solution {stats.median(sol.outside_ms):.4f} (empty request {self.rtt_ms:.4f})", flush=True)
+              f"solution {stats.median(sol.outside_ms):.4f}; outside the queuing: reference "
+              f"{stats.median(ref.queue_outside_ms):.4f}, solution {stats.median(sol.queue_outside_ms):.4f} "
+              f"(empty request {self.rtt_ms:.4f})", flush=True)
         return result
 
     def _rtt(self) -> float:
@@ -171,16 +198,13 @@ class Timer:
         # contexts (a few hundred us on an H100), so the overheads compare.
         inputs = self.fresh()
         self.write_lent(inputs)
-        s_ms, s_wall, s_out, s_fp = self.sol_sample(self.fp_seed)
-        r_ms, r_wall, r_out, r_fp = self.ref_sample(inputs, self.fp_seed)
+        s_fp = self.sol_sample(self.fp_seed, sol)
+        r_fp = self.ref_sample(inputs, self.fp_seed, side=ref)
         self._check_fp(s_fp, r_fp)
         if len(sol.ms) % MUTATION_EVERY == 0 and not check.same_inputs(self.lent, inputs):
             self.j.flags.add(Flag.INPUT_MUTATION)
         if base is not None:
-            b_ms, b_wall, b_out, _ = self.ref_sample(inputs, self.fp_seed, self.baseline)
-            _add(base, b_ms, b_wall, b_out)
-        _add(ref, r_ms, r_wall, r_out)
-        _add(sol, s_ms, s_wall, s_out)
+            self.ref_sample(inputs, self.fp_seed, self.baseline, side=base)
         self.last_inputs = inputs
 
     def _check_fp(self, sol_fp: Any, ref_fp: list) -> None:
@@ -195,6 +219,7 @@ class Timer:
         t0 = _perf()
         while len(sol.ms) < 3 or (_perf() - t0 < 2 * self.cfg.warmup_s and len(sol.ms) < 1000):
             self._pair_events(ref, sol, None)
+        self.warm = (ref, sol)
         return ref.ms[1:], sol.ms[1:]
 
     def _wants_graphs(self, warm_ref: list[float], warm_sol: list[float]) -> bool:
@@ -207,7 +232,12 @@ class Timer:
         if not isinstance(self.clock, timer.CudaClock) or not self.last_inputs:
             return float("inf")
         inputs = self.last_inputs
-        ms, _ = self.clock.sample(lambda: [self.j.call_reference(inputs) for _ in range(10)])
+
+        def burst():
+            for _ in range(10):  # each output dropped at once: ten 6.4 GB softmax outputs do not fit
+                self.j.call_reference(inputs)
+
+        ms, _ = self.clock.sample(burst)
         return ms / 10
 
     # -- graphs ----------------------------------------------------------------
@@ -238,22 +268,22 @@ class Timer:
         self._validate_graphs(ref_graph, ref_copies, sol_copies, replay)
         self.calls_per_sample = plan.calls
 
+        self.sample_limit = self.release_limit = replay
+
         def pair(ref: Side, sol: Side, base: Side | None) -> None:
             self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
-            reply, _ = self.j.ask({"op": "graph_sample", "fp_seed": self.fp_seed}, when="while being timed", limit=replay)
-            s_ms, s_wall = _sample_times(reply)
-            s_out = (self.remote.last_wall_s * 1e3 - self.rtt_ms) / plan.calls - s_ms
-            s_fp = reply.get("fp")
+            s_fp = self.sol_sample(self.fp_seed, sol, graph=True, calls=plan.calls)
             t0 = _perf()
-            r_ms, r_wall = ref_graph.sample()
+            ref_graph.queue()
+            t1 = _perf()
+            r = ref_graph.finish()
             r_fp = [fingerprint.project(o, self.fp_seed) for o in ref_graph.outputs()]
-            r_out = (_perf() - t0) * 1e3 / plan.calls - r_ms
+            t2 = _perf()
+            _add(ref, r, (t2 - t1) * 1e3 / plan.calls, (t1 - t0) * 1e3 / plan.calls, None)
             if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
                 raise TaskFailed(Status.INCORRECT, "the candidate's graph returned no projection for its timed calls")
             for a, b in zip(s_fp, r_fp):
                 self._check_fp(a, b)
-            _add(ref, r_ms, r_wall, r_out)
-            _add(sol, s_ms, s_wall, s_out)
 
         # An empty event pair's cost is shared by the calls of a replay.
         return pair, self.clock.empty_pair_ms() / plan.calls
@@ -303,40 +333,58 @@ class graph_clock_unavailable(Exception):  # noqa: N801 - reads as what it says 
     """Graph timing cannot be used for this task; the message says why."""
 
 
-def _sample_times(reply: dict) -> tuple[float, float]:
-    """(timed ms, wall ms) of a candidate's sample reply; anything but two numbers is a broken protocol."""
-    ms, wall = reply.get("ms"), reply.get("wall_ms")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (ms, wall)):
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _sample(reply: dict) -> timer.Sample:
+    """A candidate's release reply as a sample; anything but numbers is a broken protocol.
+    The clock's name is the candidate's word, shown and never trusted: the bound
+    below holds whatever clock it names."""
+    ms, wall, host = reply.get("ms"), reply.get("wall_ms"), reply.get("host_ms")
+    if not (_number(ms) and _number(wall)) or not (host is None or _number(host)):
         raise TaskFailed(Status.CRASHED, "the candidate sent a malformed sample")
-    return float(ms), float(wall)
+    clock = reply.get("clock") if isinstance(reply.get("clock"), str) else "?"
+    return timer.Sample(float(ms), float(wall), None if host is None else float(host), clock[:40])
 
 
-def _add(side: Side, ms: float, wall: float, outside: float) -> None:
-    side.ms.append(ms)
-    side.wall_ms.append(wall)
-    side.outside_ms.append(outside)
+def _add(side: Side, s: timer.Sample, released_ms: float, queued_ms: float, why: str | None) -> None:
+    """One sample and the judge's wall times around its two halves."""
+    side.ms.append(s.ms)
+    side.wall_ms.append(s.wall_ms)
+    side.outside_ms.append(released_ms - s.ms)
+    host = s.host_ms or 0.0
+    side.host_ms.append(host)
+    side.queue_outside_ms.append(queued_ms - host)
+    side.clock, side.why = s.clock, why
 
 
 def bound_violation(ref: Side, sol: Side, fraction: float = ALLOWANCE_FRACTION, calls: int = 1) -> str | None:
     """Why the candidate's samples cannot fit the wall time the judge measured, or None.
-    An honest candidate's time outside its timed calls is the judge's own (same
-    clock code) give or take noise; a forger's grows by what it hid."""
+    Each sample is two requests, both timed here: queuing (flush, synchronize,
+    the held stream, the host's dispatch) and release (the device's work, a
+    synchronize, the projection). An honest candidate's time outside what it
+    reports in each is the judge's own (same clock code) give or take noise; a
+    forger's grows by what it hid. So device work can be moved out of the
+    reported device time only into the reported host time, which is shown."""
     if not sol.outside_ms or not ref.outside_ms:
         return None
-    # The lower quartile: a forger's hidden time is in every sample, a busy host's
-    # spikes are not.
-    own = stats.quantile(ref.outside_ms, 0.25)
-    theirs = stats.quantile(sol.outside_ms, 0.25)
-    allowance = max(ALLOWANCE_MIN_MS / calls, fraction * own, ALLOWANCE_SPREADS * stats.iqr(ref.outside_ms))
-    if any(m < 0 for m in sol.ms):
+    if any(m < 0 for m in sol.ms) or any(h < 0 for h in sol.host_ms):
         return "the candidate reported negative sample times"
     if stats.median(sol.ms) <= 0:
         return "the candidate reported calls that took no time at all"
-    if theirs > own + allowance:
-        return (f"the candidate's samples leave {theirs:.3f} ms per call unaccounted in the wall time kbench measured "
-                f"around them, against {own:.3f} ms for the reference's (allowed {allowance:.3f} ms more): "
-                f"its reported times are too short for the time its calls took")
-    if stats.median(sol.ms) > stats.median(sol.wall_ms) + allowance and stats.median(sol.ms) > 0:
+    for what, own_s, their_s in (("calls", ref.outside_ms, sol.outside_ms),
+                                 ("queuing of calls", ref.queue_outside_ms, sol.queue_outside_ms)):
+        # The lower quartile: a forger's hidden time is in every sample, a busy host's
+        # spikes are not.
+        own, theirs = stats.quantile(own_s, 0.25), stats.quantile(their_s, 0.25)
+        allowance = max(ALLOWANCE_MIN_MS / calls, fraction * own, ALLOWANCE_SPREADS * stats.iqr(own_s))
+        if theirs > own + allowance:
+            return (f"the candidate's samples leave {theirs:.3f} ms per call unaccounted in the wall time kbench "
+                    f"measured around the {what}, against {own:.3f} ms for the reference's (allowed {allowance:.3f} ms "
+                    f"more): its reported times are too short for the time its calls took")
+    allowance = max(ALLOWANCE_MIN_MS / calls, fraction * stats.quantile(ref.outside_ms, 0.25))
+    if stats.median(sol.ms) > stats.median(sol.wall_ms) + allowance:
         # a sample longer than the candidate's own wall: not a gain for it, but not data either
         return "the candidate's sample times exceed its own wall times"
     return None
