@@ -178,6 +178,11 @@ class RunInfo:
     build_seconds: Optional[float] = None  # wall time of the build stage (all builds, in parallel)
     builds_cached: Optional[int] = None  # of those, how many were found in the cache
 
+    @property
+    def precision(self) -> str:
+        """The run's --precision; results written before the option existed ran at fp32."""
+        return str(self.options.get("precision", "fp32"))
+
 
 @dataclass(frozen=True)
 class RunResults:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import stats
 from .gate import GatePolicy, verdict
-from .records import RunInfo, RunResults, Status, UserError, results_from_json, to_json_dict
+from .records import RunResults, Status, UserError, results_from_json, to_json_dict
 from .units import duration
 
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -41,11 +41,6 @@ def load_run(path: Path) -> RunResults:
     except json.JSONDecodeError as e:
         raise UserError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); was it written by kbench?") from None
     return results_from_json(data)
-
-
-def precision_of(info: RunInfo) -> str:
-    """The run's --precision; results written before the option ran at fp32."""
-    return str(info.options.get("precision", "fp32"))
 
 
 def table(run: RunResults, policy: GatePolicy) -> pd.DataFrame:
@@ -159,7 +154,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     out = [
         f"# kbench report: {info.run_id}",
         "",
-        f"- device: {info.device}; precision {precision_of(info)}; torch {info.torch_version}{cuda}; "
+        f"- device: {info.device}; precision {info.precision}; torch {info.torch_version}{cuda}; "
         f"kbench {info.kbench_version}",
         f"- started {info.started}; {state}",
         *([f"- build stage: {info.build_seconds:.1f} s wall, {info.builds_cached} of the builds from the cache"]

@@ -52,9 +52,10 @@ def test_honest_half_solutions_pass_and_a_coarse_one_fails(half_run):
 
 
 def test_precision_is_recorded_and_shown(half_run):
-    precision, _, out = half_run
+    precision, proc, out = half_run
     data = json.loads((out / "results.json").read_text())
     assert data["run"]["options"]["precision"] == precision
+    assert f" on cpu at {precision}" in proc.stdout  # the final table's title
     assert f"- device: cpu; precision {precision};" in (out / "report.md").read_text()
     assert f"device cpu; precision {precision};" in html.render(writers.load_run(out), GatePolicy())
 

@@ -1,6 +1,7 @@
 """results.json is the contract between a run and every later reader (report, compare,
 --resume, notebooks): a record written must read back as the same record."""
 import json
+from dataclasses import replace as dataclasses_replace
 
 import pytest
 
@@ -152,3 +153,5 @@ def test_precision_travels_in_options_and_a_bad_name_is_refused():
     assert Options.from_json(old).precision == "fp32"
     with pytest.raises(ValueError, match="precision must be one of fp32, fp16, bf16, not 'fp8'"):
         Options(precision="fp8")
+    info = _full_run().run  # its options, like those of results written before the option, name none
+    assert info.precision == "fp32" and dataclasses_replace(info, options={"precision": "bf16"}).precision == "bf16"
