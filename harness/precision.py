@@ -8,8 +8,8 @@ as written (KernelBench's problems are fp32), so verdicts are those of a run
 without the option.
 
 The float64 reference is made from the cast tensors (check.run_fp64_reference
-widens them exactly), so it is the exact function of what both sides were given,
-and each side's error against it is its own rounding.
+widens them exactly), so its output is what both sides should compute from what
+they were given, and each side's error against it is its own rounding.
 """
 from __future__ import annotations
 
