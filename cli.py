@@ -17,7 +17,7 @@ import click
 
 from harness import console
 from harness.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse_flags
-from harness.records import UserError
+from harness.records import PRECISIONS, UserError
 
 DEFAULT_FAIL_ON = ",".join(sorted(f.value for f in DEFAULT_FAIL_FLAGS))
 
@@ -133,6 +133,9 @@ def _folder_options(f):
 @click.option("--no-cache", is_flag=True, help="Rebuild every solution, ignoring cached builds.")
 @click.option("--trials", type=click.IntRange(1, 100), default=5, show_default=True, help="Random correctness trials per task.")
 @click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="fp16/bf16: floating inputs, weights and buffers cast to that dtype on both sides, tolerances "
+                   "scaled for it from the float64 reference; fp32 runs problems as written.")
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference (faster; tolerances fall back to fixed floors).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--time-budget", type=Seconds(), default=10.0, show_default=True, help="Seconds of timing per task at most.")
@@ -160,7 +163,7 @@ def _folder_options(f):
 @click.option("--dask-workers", type=click.IntRange(0, 512), default=0,
               help="--executor dask without --scheduler: workers to start [default: one per GPU; 3 on --device cpu].")
 def run(problems, solutions, problem_filters, set_filters, out, device, timeout, build_timeout, build_jobs, cache_dir,
-        no_cache, trials, seed, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
+        no_cache, trials, seed, precision, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
         resume, junit_path, cpu_threads, executor, scheduler, dask_workers) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
     from harness import pipeline
@@ -174,7 +177,7 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
         raise UserError("--scheduler needs --executor dask")
     options = Options(device=device, timeout=timeout, trials=trials, seed=seed, fp64=not no_fp64, time=not no_timing,
                       timing=TimingConfig(budget_s=time_budget, mode=timing_mode), compile_baseline=compile_baseline,
-                      cpu_threads=cpu_threads, build_timeout=build_timeout)
+                      cpu_threads=cpu_threads, build_timeout=build_timeout, precision=precision)
     cfg = pipeline.RunConfig(
         problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs,
         use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),

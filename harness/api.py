@@ -25,7 +25,8 @@ _TIMING = {"time_budget": "budget_s", "timing_mode": "mode"}
 
 def options_from(device: str = "cuda", **kwargs) -> Options:
     """Options from keyword arguments named as the CLI's flags (time_budget, timing_mode,
-    trials, seed, fp64, time, timeout, compile_baseline, cpu_threads, build_timeout)."""
+    trials, seed, fp64, time, timeout, compile_baseline, cpu_threads, build_timeout,
+    precision: "fp32", "fp16" or "bf16"). A bad value raises ValueError."""
     timing = {_TIMING[k]: kwargs.pop(k) for k in list(kwargs) if k in _TIMING}
     known = {f.name for f in fields(Options)} - {"device", "timing"}
     unknown = sorted(set(kwargs) - known)

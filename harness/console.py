@@ -111,7 +111,8 @@ def _print_table(console: Console, t: Table) -> None:
 
 
 def print_results(run: RunResults, policy: GatePolicy) -> None:
-    t = Table(title=f"kbench {run.run.run_id} on {run.run.device}", title_justify="left")
+    at = f" at {run.run.precision}" if run.run.precision != "fp32" else ""  # --precision, when not the default
+    t = Table(title=f"kbench {run.run.run_id} on {run.run.device}{at}", title_justify="left")
     _name_column(t, "problem", [r.problem for r in run.results])
     _name_column(t, "set", [r.solution_set for r in run.results])
     _name_column(t, "solution", [PurePath(r.solution_path).name for r in run.results])

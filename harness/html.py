@@ -164,7 +164,7 @@ def render(run: RunResults, policy: GatePolicy) -> str:
                      _el("p", f"{r.solution_path} \u2014 {why}"), _el("pre", r.message) if r.message else None]
     body = [
         _el("h1", f"kbench report: {info.run_id}"),
-        _el("p", f"device {info.device}; torch {info.torch_version}" + (f", CUDA {info.cuda_version}" if info.cuda_version else "")
+        _el("p", f"device {info.device}; precision {info.precision}; torch {info.torch_version}" + (f", CUDA {info.cuda_version}" if info.cuda_version else "")
             + f"; kbench {info.kbench_version}; started {info.started}; "
             + (f"finished {info.finished}" if info.finished else "not finished (interrupted or still running)")),
         _el("h2", "Summary"),

@@ -90,6 +90,7 @@ def evaluate(
         "bandwidth_gbs": cfg.bandwidth_gbs,
         "read_gbs": cfg.read_gbs,
         "compile_baseline": opts.compile_baseline,
+        "precision": opts.precision,
         "extensions_dir": built.ext_dir,
         "shape": shape,
     }

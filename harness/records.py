@@ -89,7 +89,7 @@ class CheckResult:
     max_rel_err: Optional[float] = None
     rel_l2_err: Optional[float] = None  # candidate vs the fp32 reference
     rel_l2_err_fp64: Optional[float] = None  # candidate vs the float64 reference
-    ref_rel_l2_err_fp64: Optional[float] = None  # the fp32 reference's own error
+    ref_rel_l2_err_fp64: Optional[float] = None  # the reference's own error (fp32, or --precision's dtype)
     tolerance: Optional[float] = None  # the bound rel_l2_err_fp64 was held to
     notes: tuple[str, ...] = ()
 
@@ -188,6 +188,11 @@ class RunInfo:
     build_seconds: Optional[float] = None  # wall time of the build stage (all builds, in parallel)
     builds_cached: Optional[int] = None  # of those, how many were found in the cache
 
+    @property
+    def precision(self) -> str:
+        """The run's --precision; results written before the option existed ran at fp32."""
+        return str(self.options.get("precision", "fp32"))
+
 
 @dataclass(frozen=True)
 class RunResults:
@@ -210,6 +215,11 @@ class TimingConfig:
     graph_below_ms: float = 0.05
 
 
+# --precision: the dtype floating inputs, weights and buffers are cast to on both sides
+# (KernelBench's names). "fp32" runs the problem as written, as before the option existed.
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
 @dataclass(frozen=True)
 class Options:
     """Everything that decides a task's verdict and its times, defined once: the CLI
@@ -230,6 +240,13 @@ class Options:
     # 2-core host (1 thread: 0.93-1.03x).
     cpu_threads: int = 1
     build_timeout: float = 600.0  # seconds per solution build
+    precision: str = "fp32"  # one of PRECISIONS
+
+    def __post_init__(self) -> None:
+        # Here, not in each caller: the CLI, the library API and a spec read back from
+        # JSON on another host all build Options, and a bad name must not reach a judge.
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
 
     @classmethod
     def from_json(cls, data: dict) -> "Options":

@@ -165,7 +165,8 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     out = [
         f"# kbench report: {info.run_id}",
         "",
-        f"- device: {info.device}; torch {info.torch_version}{cuda}; kbench {info.kbench_version}",
+        f"- device: {info.device}; precision {info.precision}; torch {info.torch_version}{cuda}; "
+        f"kbench {info.kbench_version}",
         f"- started {info.started}; {state}",
         *([f"- build stage: {info.build_seconds:.1f} s wall, {info.builds_cached} of the builds from the cache"]
           if info.build_seconds is not None else []),

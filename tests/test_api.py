@@ -53,6 +53,18 @@ def test_session_takes_batches_from_threads(cache, tmp_path):
     assert len({r.solution_path for _, r in results}) == 4  # each submission its own task
 
 
+def test_evaluate_takes_a_precision(cache):
+    """precision= as --precision: the honest fixture asserts it was given bf16 inputs."""
+    P = ROOT / "tests" / "fixtures" / "precision"
+    problem = (P / "problems" / "level1" / "1_Affine.py").read_text()
+    honest = (P / "solutions" / "torch" / "level1" / "1_Affine" / "fp32_math.py").read_text()
+    r = harness.evaluate(problem, honest, precision="bf16", **QUICK)
+    assert r.status is Status.OK, r.message
+    assert r.check.ref_rel_l2_err_fp64 > 5e-4  # the reference ran in bf16
+    with pytest.raises(ValueError, match="precision must be one of fp32, fp16, bf16, not 'fp64'"):
+        harness.evaluate(problem, honest, device="cpu", precision="fp64")
+
+
 def test_unknown_option_is_refused_by_name():
     with pytest.raises(TypeError, match="time_budjet"):
         harness.evaluate(PROBLEM, GOOD, device="cpu", time_budjet=1.0)

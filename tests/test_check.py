@@ -95,3 +95,54 @@ def test_half_precision_uses_its_own_tolerance(chunk):
     sol[5, 5] = ref[5, 5] + 10
     with pytest.raises(Mismatch, match=r"at \[5, 5\]"):
         compare_outputs(sol, ref, None)
+
+
+# ---- --precision fp16/bf16: where the line between honest and coarse lies ------
+
+def _coarser(y: torch.Tensor, dtype: torch.dtype, fewer_bits: int) -> torch.Tensor:
+    """y rounded to `fewer_bits` mantissa bits fewer than `dtype` has, then cast to it."""
+    bits = {torch.float16: 11, torch.bfloat16: 8}[dtype] - fewer_bits
+    mantissa, exponent = torch.frexp(y.float())
+    return torch.ldexp(torch.round(mantissa * 2 ** bits) / 2 ** bits, exponent.float()).to(dtype)
+
+
+F = torch.nn.functional
+HALF_OPS = {  # (the reference as torch runs it in the dtype, inputs as drawn in fp32)
+    "affine": (lambda x: x * 1.5 + 0.25, lambda: [torch.rand(512, 512)]),
+    "matmul": (lambda a, b: a @ b, lambda: [torch.randn(256, 256), torch.randn(256, 256)]),
+    "softmax": (lambda x: torch.softmax(x, 1), lambda: [torch.randn(64, 2048)]),
+    # every op rounds in the dtype: the reference's own error is about twice one rounding
+    "chain": (lambda x: F.gelu(x * 2 + 1) * 0.5 - x, lambda: [torch.randn(256, 512)]),
+}
+
+
+def _half_case(op: str, dtype: torch.dtype):
+    torch.manual_seed(7)
+    fn, draw = HALF_OPS[op]
+    xs = [x.to(dtype) for x in draw()]  # as the judge casts them
+    return fn, xs, fn(*xs), fn(*[x.double() for x in xs])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("op", sorted(HALF_OPS))
+def test_half_precision_passes_honest_rounding_and_fails_coarse(op, dtype):
+    """Pass: the reference itself, a kernel that works in fp32 and rounds once, one that
+    rounds twice more in the dtype on the way. Fail: an error 10x the dtype's own
+    rounding, though each element is within rtol; an output 8x coarser than the dtype
+    (3 mantissa bits fewer) where the reference rounds once (after a chain that rounds
+    at every op the reference's own error is about twice as large, and 8x coarser sits
+    at 4x it: the line itself). The fp32 rule, 10x the reference's error, passed these."""
+    fn, xs, ref, ref64 = _half_case(op, dtype)
+    once = fn(*[x.float() for x in xs]).to(dtype)
+    rounded_thrice = (once.float() * 3).to(dtype).float().div(3).to(dtype)  # intermediates kept in the dtype
+    for sol in (ref.clone(), once, rounded_thrice):
+        e = compare_outputs(sol, ref, ref64)
+        assert e.rel_l2_fp64 <= e.tolerance
+
+    name = {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
+    wrong = [(ref64 + 10 * (ref64.to(dtype).double() - ref64)).to(dtype)]
+    if op != "chain":
+        wrong.append(_coarser(fn(*[x.float() for x in xs]), dtype, 3))
+    for sol in wrong:
+        with pytest.raises(Mismatch, match=f"vs float64 reference .* exceeds .*{name} reference's own error"):
+            compare_outputs(sol, ref, ref64)

@@ -35,6 +35,12 @@ def test_bad_seconds_are_one_line_usage_errors(option, value):
     assert option in line and value in line and "seconds" in line
 
 
+@pytest.mark.parametrize("value", ["fp8", "float16", "FP16", ""])
+def test_bad_precision_is_a_one_line_usage_error(value):
+    line = one_line(run("--precision", value))
+    assert "--precision" in line and "fp32" in line and "fp16" in line and "bf16" in line
+
+
 def test_out_on_an_existing_file(tmp_path):
     f = tmp_path / "results.txt"
     f.write_text("mine")
@@ -78,8 +84,10 @@ def test_good_values_pass_the_checks(monkeypatch, tmp_path):
         raise cli.UserError("stop here")
 
     monkeypatch.setattr(pipeline, "run", fake_run)
-    res = run("--timeout", "0.5", "--time-budget", "2", "--build-timeout", "60", "--out", str(tmp_path / "new" / "r"))
+    res = run("--timeout", "0.5", "--time-budget", "2", "--build-timeout", "60", "--out", str(tmp_path / "new" / "r"),
+              "--precision", "bf16")
     assert "stop here" in one_line(res)
     cfg = seen["cfg"]
     assert (cfg.options.timeout, cfg.options.timing.budget_s, cfg.options.build_timeout) == (0.5, 2.0, 60.0)
+    assert cfg.options.precision == "bf16" and cfg.options_record()["precision"] == "bf16"
     assert cfg.out_dir == tmp_path / "new" / "r" and not (tmp_path / "new").exists()  # nothing created by the check

@@ -1,6 +1,7 @@
 """results.json is the contract between a run and every later reader (report, compare,
 --resume, notebooks): a record written must read back as the same record."""
 import json
+from dataclasses import replace as dataclasses_replace
 
 import pytest
 
@@ -137,3 +138,20 @@ def test_missing_optional_keys_take_their_defaults():
     del data["results"][1]["flags"], data["results"][1]["fingerprint"], data["run"]["unmatched"]
     back = results_from_json(data)
     assert back.results[1].flags == () and back.results[1].fingerprint == "" and back.run.unmatched == ()
+
+
+def test_precision_travels_in_options_and_a_bad_name_is_refused():
+    """--precision is part of Options: in every TaskSpec's JSON, and so in the --resume
+    fingerprint; a spec written before the option existed reads back as fp32."""
+    from harness.records import PRECISIONS, Options
+
+    assert PRECISIONS == ("fp32", "fp16", "bf16") and Options().precision == "fp32"
+    half = Options(precision="bf16")
+    assert to_json_dict(half)["precision"] == "bf16" and Options.from_json(to_json_dict(half)) == half
+    old = to_json_dict(Options())
+    del old["precision"]
+    assert Options.from_json(old).precision == "fp32"
+    with pytest.raises(ValueError, match="precision must be one of fp32, fp16, bf16, not 'fp8'"):
+        Options(precision="fp8")
+    info = _full_run().run  # its options, like those of results written before the option, name none
+    assert info.precision == "fp32" and dataclasses_replace(info, options={"precision": "bf16"}).precision == "bf16"

@@ -17,7 +17,7 @@ from typing import Any
 # Before any solution code: the clocks and graph functions are captured at import.
 import torch
 
-from harness import channel, fingerprint, graph_clock, sandbox, timer  # noqa: F401 - timer: clocks captured now
+from harness import channel, fingerprint, graph_clock, precision, sandbox, timer  # noqa: F401 - timer: clocks captured now
 from harness.candidate import custom, guard
 
 
@@ -67,6 +67,8 @@ class Candidate:
         # would fail even the reference as its own solution).
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        cast_to = msg.get("precision", "fp32")  # --precision: the judge casts its side the same way
+        precision.exact_half_matmuls(cast_to)
         self.hooks = load.install_build_hooks(self.device.type)
         self.snapshot = guard.snapshot()
         init = self.lent(msg["init"], fds)
@@ -82,7 +84,7 @@ class Candidate:
             with torch.device(self.device):
                 model = module.ModelNew(*init)
                 if isinstance(model, torch.nn.Module):
-                    model = model.to(self.device)
+                    model = precision.cast_model(model.to(self.device), cast_to)
         except (Exception, SystemExit) as e:  # noqa: BLE001
             return self.reply({**base, "ok": False, "status": "load_error",
                                "message": f"ModelNew(*get_init_inputs()) raised: {load.last_line(e)}"})

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import channel, check, load, shapes
+from .. import channel, check, load, precision, shapes
 from ..records import Flag, Status
 from . import limits
 from .remote import CandidateError, CandidateGone, CandidateHung, Remote
@@ -43,6 +43,7 @@ class Judge:
         self.remote = remote
         self.set_phase = phase
         self.device = torch.device(spec["device"])
+        self.precision = spec.get("precision", "fp32")  # --precision: what floating tensors are cast to
         self.flags: set[Flag] = set()
         self.notes: list[str] = []
         self.check_result = None
@@ -86,7 +87,8 @@ class Judge:
                 fn = "get_inputs" if which == "random" else "get_check_inputs"
                 raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: {fn}() raised "
                                                           f"{load.last_line(e)}; fix the problem, not the solution") from None
-            return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+            inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+            return precision.cast_values(inputs, self.precision)
 
     def call_reference(self, inputs: list) -> Any:
         with torch.no_grad():
@@ -137,6 +139,7 @@ class Judge:
         self.phase("load")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        precision.exact_half_matmuls(self.precision)
         try:
             self.problem = load.load_problem(self.spec["problem_path"])
         except Exception as e:  # noqa: BLE001
@@ -146,9 +149,11 @@ class Judge:
         torch.manual_seed(seed)
         try:
             with torch.device(self.device):
-                init = list(self.problem.get_init_inputs())
+                init = precision.cast_values(list(self.problem.get_init_inputs()), self.precision)
                 torch.manual_seed(seed)
-                self.ref = self.problem.Model(*init).to(self.device)
+                # Built as written, then cast: the candidate builds its model the same way
+                # and gets these (cast) weights where names and shapes agree.
+                self.ref = precision.cast_model(self.problem.Model(*init).to(self.device), self.precision)
         except Exception as e:  # noqa: BLE001
             raise ProblemFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: Model(*get_init_inputs()) "
                                                    f"raised {load.last_line(e)}")
@@ -161,6 +166,7 @@ class Judge:
         state = [[k, v] for k, v in self.ref.state_dict().items()]
         msg = {"op": "load", "solution_path": os.path.abspath(self.spec["solution_path"]), "device": self.spec["device"],
                "ext_dir": self.spec.get("extensions_dir"), "seed": seed,
+               "precision": self.precision,
                "init": channel.encode(self.shared.lend(init), fds, [], by_copy=False),
                "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds, [], by_copy=False)}
         reply, _ = self.ask(msg, fds, "at import", limits.for_import())
@@ -318,5 +324,5 @@ class Judge:
 
     def timed_bound(self) -> float:
         """Relative L2 allowed for a timed output: the check's tolerance plus the
-        fp32 reference's own error, since there is no float64 reference here."""
+        reference's own error, since there is no float64 reference here."""
         return max(self.errors.tolerance or 0.0, 0.0) + (self.errors.ref_rel_l2_fp64 or 0.0)
