@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, work
+from . import __version__, launch, work
 from .executors import Events, Finished, Quiet
 from .records import BuildResult, Status, TaskSpec, UserError
 
@@ -82,7 +82,42 @@ def eval_task(spec: TaskSpec, args: WorkerArgs, version: str, built: BuildResult
     worker.log_event(START_TOPIC, {"key": spec.key, "worker": worker.address})
     if version != __version__:
         return work.failed(spec, Status.CRASHED, built.message, phase="build"), ""
-    return work.run_task(spec, _worker_host(spec.options.device, args))
+    host = _worker_host(spec.options.device, args)
+    if spec.options.device == "cuda" and not _healthy.get(host.gpu_index, True):
+        return work.failed(spec, Status.SKIPPED, "not run: this worker's GPU failed its health check after an "
+                           f"earlier task ({worker.address})"), ""
+    result, log = work.run_task(spec, host, _take_spare(spec, host))
+    if spec.options.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
+        _healthy[host.gpu_index] = launch.gpu_healthy(host.gpu_index)
+    _start_spare(spec, host)
+    return result, log
+
+
+# A judge started ahead on each worker, for the next task with the same options,
+# as the local executor's lanes keep: its seconds of `import torch` overlap the
+# task before it instead of starting every task.
+_spares: dict = {}
+_healthy: dict = {}
+
+
+def _take_spare(spec: TaskSpec, host: work.Host):
+    with _lock:
+        options, child = _spares.pop(host.gpu_index, (None, None))
+    if child is not None and options != spec.options:
+        child.discard()
+        child = None
+    return child
+
+
+def _start_spare(spec: TaskSpec, host: work.Host) -> None:
+    if spec.options.device != "cuda":  # on the CPU a waiting judge would only take cores from the task before it
+        return
+    child = launch.start_worker(host.eval_config(spec.options))
+    with _lock:
+        old = _spares.pop(host.gpu_index, (None, None))[1]
+        _spares[host.gpu_index] = (spec.options, child)
+    if old is not None:
+        old.discard()
 
 
 def _stop_judges() -> None:

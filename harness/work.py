@@ -114,22 +114,24 @@ def evaluate_built(spec: TaskSpec, built: BuildResult, host: Host, log_path: Pat
 
 
 def build_and_judge(spec: TaskSpec, host: Host, log_path: Path,
-                    on_built: Callable[[BuildResult], None] | None = None) -> TaskResult:
-    """Build one task here, then judge it; its log goes to `log_path`."""
+                    on_built: Callable[[BuildResult], None] | None = None,
+                    child: Child | None = None) -> TaskResult:
+    """Build one task here, then judge it (in `child`, a judge started ahead, if
+    given); its log goes to `log_path`."""
     built, build_log = build_one(spec, host)
     if on_built:
         on_built(built)
     log_path.write_text(header(spec, build_log))
     shape = _shape(task_of(spec, host.cache_dir).problem_path) if built.ok else None
-    return evaluate_built(spec, built, host, log_path, shape=shape)
+    return evaluate_built(spec, built, host, log_path, child, shape=shape)
 
 
-def run_task(spec: TaskSpec, host: Host) -> tuple[TaskResult, str]:
+def run_task(spec: TaskSpec, host: Host, child: Child | None = None) -> tuple[TaskResult, str]:
     """Build and judge one task here; returns its result and its log's text (the
     run folder lives on the machine that ran kbench, maybe another host)."""
     with tempfile.TemporaryDirectory(prefix="kbench-task-") as tmp:
         log_path = Path(tmp) / "task.log"
-        result = build_and_judge(spec, host, log_path)
+        result = build_and_judge(spec, host, log_path, child=child)
         return result, _read_capped(log_path)
 
 
