@@ -32,6 +32,10 @@ def note(text: str) -> None:
     err.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
 
 
+def warning(text: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+
+
 class RichReporter:
     """Draws the pipeline's progress: a build bar, then a task bar with a line per task."""
 

@@ -1,14 +1,16 @@
 """results.json, results.csv and report.md: one small writer each, all from
-the same RunResults. Also re-renders a finished (or cut-short) run."""
+the same RunResults. Also reads a run back, finished or cut short (load_run)."""
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path, PurePath
+from typing import Callable
 
 import pandas as pd
 
-from . import stats
+from . import stats, store
 from .gate import GatePolicy, verdict
 from .records import RunResults, Status, UserError, results_from_json, to_json_dict
 from .units import duration
@@ -31,9 +33,17 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def load_run(path: Path) -> RunResults:
+def load_run(path: Path, warn: Callable[[str], None] | None = None) -> RunResults:
+    """A run from its folder, a results.json or a results.jsonl. A folder is read from
+    its store (store.py), which is never behind its results.json: a killed run may have
+    had no chance to write results.json. `warn` hears of a cut-short last line."""
+    warn = warn or (lambda text: warnings.warn(text, stacklevel=3))
     if path.is_dir():
+        if (path / store.STORE_NAME).is_file():
+            return store.read(path / store.STORE_NAME, warn)
         path = path / "results.json"
+    elif path.name.endswith(".jsonl") and path.is_file():
+        return store.read(path, warn)
     if not path.is_file():
         raise UserError(f"no results file at {path}; pass a results.json or a run folder")
     try:

@@ -113,19 +113,19 @@ def test_report_format_junit(tmp_path):
 
 
 def test_run_junit_writes_the_file_with_the_runs_policy(tmp_path, monkeypatch):
-    """`kbench run --junit PATH` with the pipeline replaced: only the CLI's part is under test."""
+    """`kbench run --junit PATH` with the pipeline replaced: only the CLI's part is under test.
+    The pipeline writes the file with results.json (tests/test_store.py: also when cut short)."""
     from harness import pipeline
 
-    seen = {}
-
     def fake_run(cfg, reporter):
-        seen["policy"] = cfg.policy
+        pipeline._write_reports(junit_run(), tmp_path / "run", cfg)
         return junit_run(), tmp_path / "run"
 
     monkeypatch.setattr(pipeline, "run", fake_run)
     path = tmp_path / "ci" / "junit.xml"
     res = CliRunner().invoke(cli.main, ["run", "--junit", str(path), "--fail-on", "none"])
     assert res.exit_code == 1, res.output  # the gate still decides the exit code
-    assert path.read_text() == junit.render(junit_run(), seen["policy"])
+    assert path.read_text() == junit.render(junit_run(), GatePolicy(fail_flags=frozenset()))
+    assert f"wrote {path}" in res.stderr
     assert "claude::level1/95_CrossEntropyLoss/95_CrossEntropyLoss.py" not in {
         k for k, c in cases(path.read_text()).items() if c.find("failure") is not None}  # --fail-on none applied
