@@ -276,9 +276,10 @@ def report(results_path, fmt, fail_on, out_path) -> None:
               help="Flags that make a task's verdict fail, in both runs alike.")
 def compare(base_path, new_path, threshold, fmt, fail_on) -> None:
     """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, not comparable
-    (the problem file changed), new, removed.
+    (the problem file changed), problem error (NEW's problem file failed), new, removed.
 
-    Exit 1 when a task newly fails or is significantly slower by more than --threshold, else 0."""
+    Exit 1 when a task newly fails, passed but has a problem error in NEW, or is significantly slower by more
+    than --threshold, else 0."""
     from harness import compare as cmp
     from harness.report import load_run
 

@@ -14,7 +14,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-SCHEMA_VERSION = 1
+# 2: the problem_error status. A version 1 file holds nothing version 2 changed, so it
+# reads as is; kbench before version 2 refuses a version 2 file in one line.
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 class Status(str, enum.Enum):
@@ -26,6 +29,9 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     SKIPPED = "skipped"
+    # The problem file failed (its import, get_init_inputs, get_inputs, the reference's
+    # forward): the solution was not judged, and the message names the problem file.
+    PROBLEM_ERROR = "problem_error"
 
 
 class Flag(str, enum.Enum):
@@ -358,8 +364,8 @@ def results_from_json(data: dict) -> RunResults:
     if not isinstance(data, dict):
         raise UserError(f"results file holds a JSON {type(data).__name__}, not a kbench results object")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise UserError(
-            f"results schema_version {version!r} is not {SCHEMA_VERSION}; re-run with this kbench version"
-        )
+    if version not in READABLE_SCHEMA_VERSIONS or isinstance(version, bool):
+        readable = " or ".join(map(str, READABLE_SCHEMA_VERSIONS))
+        raise UserError(f"results schema_version {version!r} is not {readable}, which this kbench reads; "
+                        "read it with the kbench version that wrote it, or re-run with this one")
     return from_json_dict(RunResults, data)

@@ -197,6 +197,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "faster than the reference.",
         "",
     ]
+    out += _problem_errors_section(run)
     sets = sorted(df["solution_set"].unique()) if len(df) else []
     if len(sets) > 1:
         rows = []
@@ -256,6 +257,29 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
             out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`){message}")
         out.append("")
     return "\n".join(out)
+
+
+def problem_errors(run: RunResults) -> list[tuple[str, int, str]]:
+    """(problem, tasks, the first task's message) for each problem whose file failed:
+    with many candidates per problem, one line each instead of one per candidate."""
+    found: dict[str, list] = {}
+    for r in run.results:
+        if r.status is Status.PROBLEM_ERROR:
+            found.setdefault(r.problem, []).append(r)
+    return [(problem, len(rs), rs[0].message) for problem, rs in found.items()]
+
+
+PROBLEM_ERRORS_NOTE = ("Their solutions were not judged: these problem files failed (their import, get_init_inputs, "
+                       "get_inputs or the reference's forward). Fix them, then `kbench run --resume RUN_DIR` reruns "
+                       "those tasks.")
+
+
+def _problem_errors_section(run: RunResults) -> list[str]:
+    rows = problem_errors(run)
+    if not rows:
+        return []
+    return ["## Problem files that failed", "", PROBLEM_ERRORS_NOTE, "",
+            _md_table(["problem", "tasks", "error"], [[p, str(n), m] for p, n, m in rows]), ""]
 
 
 PASS_AT_K = (1, 5, 10)

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import ROOT
 from expect import mismatches
+from harness.records import SCHEMA_VERSION
 
 FIXTURES = ROOT / "tests" / "fixtures" / "cpu"
 PROBLEMS, SOLUTIONS = FIXTURES / "problems", FIXTURES / "solutions"
@@ -38,7 +39,7 @@ def test_every_fixture_gets_its_verdict(full_run):
 def test_writes_three_files_and_a_log_per_task(full_run):
     proc, out = full_run
     data = json.loads((out / "results.json").read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION
     assert data["run"]["device"] == "cpu" and data["run"]["finished"]
     for r in data["results"]:
         assert {"problem", "solution_set", "solution_path", "status", "message", "flags", "ref_ms", "sol_ms",
