@@ -351,6 +351,8 @@ def _convert(hint: Any, value: Any) -> Any:
     if origin is tuple:
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
+            if args[0] in _SCALARS:  # raw timing samples: thousands of floats per task, nothing to convert
+                return tuple(value)
             return tuple(_convert(args[0], v) for v in value)
         return tuple(_convert(a, v) for a, v in zip(args, value))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
