@@ -65,3 +65,20 @@ def test_report_console_and_gate_name_the_problems(broken_run):
     assert "problem_error level1/1_GetInputsRaises" in proc.stderr  # the line printed as the task ends
     md = (out / "report.md").read_text()
     assert "| problem_error | 5 |" in md and "## Problem files that failed" in md
+
+
+def test_a_cuda_error_in_the_problems_code_is_not_blamed_on_the_problem_alone():
+    """The candidate shares the GPU: a CUDA error in the reference may be a fault it left
+    behind. It stays runtime_error (the executor then checks the GPU), naming the problem file."""
+    from harness.judge.task import ProblemFailed
+    from harness.records import Status
+
+    plain = ProblemFailed("problems/level1/1_A.py", "the reference Model's forward raised", ValueError("bad dim"))
+    assert plain.status is Status.PROBLEM_ERROR
+    assert plain.message == ("problem file problems/level1/1_A.py: the reference Model's forward raised ValueError: "
+                             "bad dim; fix the problem file (the solution was not judged)")
+    cuda = ProblemFailed("problems/level1/1_A.py", "the reference Model's forward raised",
+                         RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert cuda.status is Status.RUNTIME_ERROR
+    assert cuda.message.startswith("problem file problems/level1/1_A.py: the reference Model's forward raised "
+                                   "RuntimeError: CUDA error: an illegal memory access was encountered; a CUDA error")

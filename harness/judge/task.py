@@ -33,14 +33,27 @@ class TaskFailed(Exception):
 
 class ProblemFailed(TaskFailed):
     """The problem file itself failed (import, get_init_inputs, get_inputs, the reference's
-    forward): the solution was not judged, so the task is the problem's, not the solution's."""
+    forward): the solution was not judged, so the task is the problem's, not the solution's.
+
+    Except for a CUDA error: the candidate's process shares the GPU, and a fault it leaves
+    the GPU in (not its own context's, which dies with it) can surface in the judge's next
+    call. That stays a runtime_error, which also makes the executor check the GPU."""
 
     def __init__(self, problem_path: str, what: str, error: BaseException):
         where = _line_in(problem_path, error)
         self.error = error  # its traceback goes to the task's log (main.py)
-        super().__init__(Status.PROBLEM_ERROR,
-                         f"problem file {problem_path}{where}: {what} {_error_text(error)}; "
-                         "fix the problem file (the solution was not judged)")
+        if _is_cuda_error(error):
+            super().__init__(Status.RUNTIME_ERROR,
+                             f"problem file {problem_path}{where}: {what} {_error_text(error)}; a CUDA error, so a bug "
+                             "in the problem file or a fault of the GPU: run this task alone to tell which")
+        else:
+            super().__init__(Status.PROBLEM_ERROR,
+                             f"problem file {problem_path}{where}: {what} {_error_text(error)}; "
+                             "fix the problem file (the solution was not judged)")
+
+
+def _is_cuda_error(error: BaseException) -> bool:
+    return type(error).__name__ == "AcceleratorError" or "CUDA error" in str(error) or "device-side assert" in str(error)
 
 
 def _error_text(error: BaseException) -> str:
