@@ -158,8 +158,7 @@ def test_a_cut_short_last_line_is_left_out_with_a_warning(tmp_path):
 
 def test_kbench_report_reads_a_folder_whose_results_json_was_never_written(tmp_path):
     run = golden_run()
-    with store.ResultStore.create(tmp_path, run.run, [r.key for r in run.results], run.results) as s:
-        pass
+    store.ResultStore.create(tmp_path, run.run, [r.key for r in run.results], run.results).close()
     with open(tmp_path / store.STORE_NAME, "a") as f:
         f.write('{"result": {"problem": "lev')
     res = CliRunner().invoke(cli.main, ["report", str(tmp_path), "--format", "csv"])
