@@ -30,7 +30,7 @@ def _interrupt_with_deadline(signum, frame) -> None:
     """Ctrl-C during a run: KeyboardInterrupt as usual, which kills the workers and
     closes the live display; and if that orderly stop has not ended the process
     within INTERRUPT_GRACE_S (an interrupt that lands inside a lock can leave it
-    held), it ends here. Finished tasks are already in results.json."""
+    held), it ends here. Finished tasks are already in the run folder's results.jsonl."""
     from harness.isolate import kill_all
 
     def hard_exit() -> None:
@@ -182,7 +182,7 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
         problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs,
         use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),
         policy=policy, resume=resume, gpus=_parse_gpus(gpus), executor=executor, scheduler=scheduler,
-        dask_workers=dask_workers, **({"cache_dir": cache_dir} if cache_dir else {}),
+        dask_workers=dask_workers, junit_path=junit_path, **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)
     previous = signal.signal(signal.SIGINT, _interrupt_with_deadline)
@@ -198,10 +198,7 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
     console.print_results(results, policy)
     verdict = gate(results.results, policy)
     console.note(f"wrote {out_dir}/results.json, results.csv, report.md")
-    if junit_path is not None:
-        from harness import junit
-
-        junit.write(results, junit_path, policy)
+    if junit_path is not None:  # written by the pipeline, with results.json (also when a run is cut short)
         console.note(f"wrote {junit_path}")
     if verdict.failed:
         console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed"
@@ -243,12 +240,12 @@ def list_(problems, solutions, problem_filters, set_filters) -> None:
 @click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="Write to FILE instead of stdout.")
 def report(results_path, fmt, fail_on, out_path) -> None:
-    """Re-render a run's results.json (or run folder) to stdout or --out FILE."""
+    """Re-render a run's results.json (or run folder, read from its results.jsonl) to stdout or --out FILE."""
     from harness import html, junit
     from harness import report as writers
     from harness.records import to_json_dict
 
-    run_results = writers.load_run(results_path)
+    run_results = writers.load_run(results_path, console.warning)
     policy = GatePolicy(fail_flags=parse_flags(fail_on))
     if fmt == "md":
         text = writers.render_markdown(run_results, policy) + "\n"
@@ -279,14 +276,15 @@ def report(results_path, fmt, fail_on, out_path) -> None:
               help="Flags that make a task's verdict fail, in both runs alike.")
 def compare(base_path, new_path, threshold, fmt, fail_on) -> None:
     """Compare two runs task by task: newly failing, fixed, faster, slower, not significant, not comparable
-    (the problem file changed), new, removed.
+    (the problem file changed), problem error (NEW's problem file failed), new, removed.
 
-    Exit 1 when a task newly fails or is significantly slower by more than --threshold, else 0."""
+    Exit 1 when a task newly fails, passed but has a problem error in NEW, or is significantly slower by more
+    than --threshold, else 0."""
     from harness import compare as cmp
     from harness.report import load_run
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on))
-    result = cmp.compare(load_run(base_path), load_run(new_path), policy, threshold)
+    result = cmp.compare(load_run(base_path, console.warning), load_run(new_path, console.warning), policy, threshold)
     click.echo(cmp.render_markdown(result, policy) if fmt == "md" else cmp.render_csv(result, policy), nl=False)
     console.note(cmp.summary_line(result))
     sys.exit(result.exit_code)

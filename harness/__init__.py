@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 
 def load_results(path):
     """A run's results as a pandas DataFrame, one row per task (for notebooks).
-    `path` is a results.json or the run folder holding it."""
+    `path` is a results.json, or a run folder (read from its results.jsonl store)."""
     from pathlib import Path
 
     from .gate import GatePolicy

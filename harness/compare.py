@@ -12,12 +12,12 @@ from pathlib import PurePath
 import pandas as pd
 
 from .gate import EXIT_GATE_FAILED, EXIT_OK, GatePolicy, verdict
-from .records import RunResults, TaskResult
+from .records import RunResults, Status, TaskResult
 from .report import _md_table
 
 # Worst first: a reviewer reads the top of the table.
-MARKS = ("newly failing", "slower", "fixed", "faster", "not significant", "still failing", "not comparable", "untimed",
-         "new", "removed")
+MARKS = ("newly failing", "slower", "problem error", "fixed", "faster", "not significant", "still failing",
+         "not comparable", "untimed", "new", "removed")
 COLUMNS = ["mark", "problem", "set", "candidate", "base", "new", "change"]
 
 
@@ -74,6 +74,10 @@ def _mark(b: TaskResult | None, n: TaskResult | None, policy: GatePolicy, thresh
     if problem_changed(b, n):
         return "not comparable", None, False  # another problem: neither its verdict nor its speed carries over
     b_ok, n_ok = verdict(b, policy).passed, verdict(n, policy).passed
+    if n.status is Status.PROBLEM_ERROR:
+        # NEW never judged the solution, so it is not "newly failing"; but a kernel that
+        # passed in BASE is no longer shown to pass, which a CI gate must not wave through.
+        return "problem error", None, b_ok
     if b_ok != n_ok:
         return ("fixed", None, False) if n_ok else ("newly failing", None, True)
     if not b_ok:
@@ -122,7 +126,8 @@ def table(cmp: Comparison, policy: GatePolicy) -> pd.DataFrame:
     rows = [
         {
             "mark": row.mark + (" (beyond threshold)" if row.fails and row.mark == "slower" else "")
-            + (" (problem file changed)" if row.mark == "not comparable" else ""),
+            + (" (problem file changed)" if row.mark == "not comparable" else "")
+            + (" (NEW's problem file failed)" if row.mark == "problem error" else ""),
             "problem": row.problem, "set": row.solution_set, "candidate": row.candidate,
             "base": _side(row.base, policy), "new": _side(row.new, policy),
             "change": "" if row.change is None else f"{row.change:+.1%}",

@@ -21,7 +21,7 @@ _WIDTH = None if os.environ.get("COLUMNS") else 200
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _WIDTH)
 out = Console(highlight=False, width=None if sys.stdout.isatty() else _WIDTH)
 
-_STYLE = {Status.OK: "green", Status.SKIPPED: "yellow"}
+_STYLE = {Status.OK: "green", Status.SKIPPED: "yellow", Status.PROBLEM_ERROR: "magenta"}  # magenta: not the solution's
 
 
 def error(text: str) -> None:
@@ -30,6 +30,10 @@ def error(text: str) -> None:
 
 def note(text: str) -> None:
     err.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
+
+
+def warning(text: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
 
 
 class RichReporter:

@@ -139,6 +139,14 @@ def roofline_chart(run: RunResults) -> tuple[_Markup, int]:
 
 # ---- page ---------------------------------------------------------------------
 
+def _problem_errors(run: RunResults) -> list:
+    rows = report.problem_errors(run)
+    if not rows:
+        return []
+    return [_el("h2", "Problem files that failed"), _el("p", report.PROBLEM_ERRORS_NOTE, class_="note"),
+            _table(["problem", "tasks", "error"], [[p, str(n), m] for p, n, m in rows], id_="problem-errors")]
+
+
 def render(run: RunResults, policy: GatePolicy) -> str:
     info, s = run.run, report.summary(run, policy)
     df = report.table(run, policy)
@@ -174,6 +182,7 @@ def render(run: RunResults, policy: GatePolicy) -> str:
                + [["geomean speedup (correct tasks)", gm]], id_="metrics"),
         _el("p", "fast_p: share of all tasks that are correct (ok, and no flag that fails the gate) and more than p "
                  "times faster than the reference.", class_="note"),
+        *_problem_errors(run),
         _el("h2", "Speedup per task"),
         speedup_chart(run, policy),
         _el("p", "Log axis; the dashed line is the reference (1x). Green passes the gate, red fails it.", class_="note"),

@@ -1,7 +1,10 @@
 """JUnit XML for CI dashboards (GitLab, Jenkins, GitHub test reporters): one
-testsuite per solution set, one testcase per task, a failure exactly where the
-gate's verdict fails (skipped tasks included: the gate fails them). Built with ElementTree so that messages holding <, & or quotes
-(compiler output does) can never break the file."""
+testsuite per solution set, one testcase per task, a failure or an error exactly
+where the gate's verdict fails (skipped tasks included: the gate fails them). An
+error is a task whose problem file failed (problem_error): JUnit's word for a
+test that could not run, as opposed to one that ran and failed. Built with
+ElementTree so that messages holding <, & or quotes (compiler output does) can
+never break the file."""
 from __future__ import annotations
 
 import re
@@ -24,7 +27,7 @@ def xml_safe(text: str) -> str:
 
 
 def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
-    """The element and its outcome: "passed", "failed" or "skipped"."""
+    """The element and its outcome: "passed", "failed", "error" or "skipped"."""
     case = ET.Element("testcase", {
         "classname": xml_safe(r.solution_set),
         # the file name: candidates for one problem differ only in it
@@ -44,9 +47,11 @@ def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
         first = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
         summary = "; ".join(v.reasons) + (f": {first}" if first else "")
         kind = r.status.value if r.status is not Status.OK else "gate"  # ok, but a flag or --min-speedup fails it
-        failure = ET.SubElement(case, "failure", {"message": xml_safe(summary), "type": kind})
+        outcome = "error" if r.status is Status.PROBLEM_ERROR else "failed"  # the solution never ran: not its failure
+        failure = ET.SubElement(case, "error" if outcome == "error" else "failure",
+                                {"message": xml_safe(summary), "type": kind})
         failure.text = xml_safe(r.message)
-        return case, "failed"
+        return case, outcome
     if r.speedup is not None:
         out = ET.SubElement(case, "system-out")
         out.text = f"speedup {r.speedup:.3f}x (ref {duration(r.ref_ms)}, solution {duration(r.sol_ms)})"
@@ -56,7 +61,7 @@ def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
 def build(run: RunResults, policy: GatePolicy) -> ET.Element:
     root = ET.Element("testsuites", {"name": xml_safe(f"kbench {run.run.run_id}")})
     sets = list(dict.fromkeys(r.solution_set for r in run.results))  # run order
-    totals = {"tests": 0, "failures": 0, "skipped": 0, "time": 0.0}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for name in sets:
         results = [r for r in run.results if r.solution_set == name]
         suite = ET.SubElement(root, "testsuite", {"name": xml_safe(name)})
@@ -68,8 +73,8 @@ def build(run: RunResults, policy: GatePolicy) -> ET.Element:
             case, outcome = _testcase(r, policy)
             suite.append(case)
             outcomes.append(outcome)
-        counts = {"tests": len(results), "failures": outcomes.count("failed"), "skipped": outcomes.count("skipped"),
-                  "time": sum(r.seconds for r in results)}
+        counts = {"tests": len(results), "failures": outcomes.count("failed"), "errors": outcomes.count("error"),
+                  "skipped": outcomes.count("skipped"), "time": sum(r.seconds for r in results)}
         _set_counts(suite, counts)
         for k in totals:
             totals[k] += counts[k]
@@ -80,7 +85,7 @@ def build(run: RunResults, policy: GatePolicy) -> ET.Element:
 def _set_counts(el: ET.Element, counts: dict) -> None:
     el.set("tests", str(counts["tests"]))
     el.set("failures", str(counts["failures"]))
-    el.set("errors", "0")  # every way a task can go wrong is a recorded status, judged by the gate
+    el.set("errors", str(counts["errors"]))
     el.set("skipped", str(counts["skipped"]))
     el.set("time", f"{counts['time']:.3f}")
 

@@ -1,8 +1,10 @@
 """The run: discover -> build (parallel) -> evaluate (one worker per task) -> write.
 
-results.json, results.csv and report.md are rewritten after every task, so a
-run that is killed or interrupted loses nothing it finished, and --resume
-picks it up.
+Each finished task is appended to the run folder's store (store.py) at once, so
+a run that is killed or interrupted loses nothing it finished, and --resume
+picks it up; saving a task costs the same at task 10,000 as at task 1.
+results.json, results.csv, report.md (and the --junit file) are written whole
+at the start, at the end, and on the way out of an interrupted or failed run.
 """
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, build, executors, report, work
+from . import __version__, build, executors, junit, report, work
 from .discover import Discovery, discover
 from .gate import GatePolicy
 from .runlock import folder_lock
+from .store import STORE_NAME, ResultStore
 from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError
 
 
@@ -43,6 +46,7 @@ class RunConfig:
     executor: str = "local"  # "local", "dask" or "inline" (executors.py)
     scheduler: str | None = None  # a Dask scheduler's address; None: a cluster on this host
     dask_workers: int = 0  # workers of that local cluster; 0: one per GPU (or 3 on --device cpu)
+    junit_path: Path | None = None  # --junit: written with results.json, at the end or on the way out
 
     @property
     def device(self) -> str:
@@ -122,13 +126,13 @@ def _fingerprint(task: Task, options: dict, version: str) -> str:
     return h.hexdigest()[:20]
 
 
-def _previous_results(cfg: RunConfig) -> tuple[dict[str, TaskResult], RunInfo | None]:
+def _previous_results(cfg: RunConfig, warn) -> tuple[dict[str, TaskResult], RunInfo | None]:
     """The earlier run's results by task key, in its order, and its run info."""
     if cfg.resume is None:
         return {}, None
-    if not (cfg.resume / "results.json").is_file():
-        raise UserError(f"--resume: no results.json in '{cfg.resume}'; pass the folder of an earlier run")
-    earlier = report.load_run(cfg.resume)
+    if not any((cfg.resume / name).is_file() for name in (STORE_NAME, "results.json")):
+        raise UserError(f"--resume: no results.json or {STORE_NAME} in '{cfg.resume}'; pass the folder of an earlier run")
+    earlier = report.load_run(cfg.resume, warn)
     return {r.key: r for r in earlier.results}, earlier.run
 
 
@@ -196,7 +200,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,
                 out_dir: Path) -> tuple[RunResults, Path]:
-    previous, earlier = _previous_results(cfg)
+    previous, earlier = _previous_results(cfg, reporter.note)
     prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
     done = {k: r for k, r in previous.items() if k in prints and r.fingerprint == prints[k]}
     todo = [t for t in found.tasks if t.key not in done]
@@ -224,15 +228,28 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
     results: dict[str, TaskResult] = dict(done)
     build_stage: dict = {}
 
-    def save(finished: bool = False) -> RunResults:
+    def snapshot(finished: bool = False) -> RunResults:
         ordered = tuple(results[t.key] for t in found.tasks if t.key in results) + tuple(kept)
-        rr = RunResults(replace(info, finished=_now() if finished else None, **build_stage), ordered)
-        report.write_all(rr, out_dir, cfg.policy)
-        return rr
+        return RunResults(replace(info, finished=_now() if finished else None, **build_stage), ordered)
 
-    save()
-    if not todo:
-        return save(finished=True), out_dir
+    carried = snapshot()
+    with ResultStore.create(out_dir, info, [t.key for t in found.tasks] + [r.key for r in kept], carried.results) as store:
+        _write_reports(carried, out_dir, cfg, with_junit=False)
+        try:
+            if todo:
+                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage)
+        except BaseException:  # Ctrl-C or a bug: what finished is in the store; write the reports from it
+            _write_on_the_way_out(snapshot(), out_dir, cfg, store, reporter)
+            raise
+        final = snapshot(finished=True)
+        store.set_run(final.run)
+    _write_reports(final, out_dir, cfg)
+    return final, out_dir
+
+
+def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[str, str], out_dir: Path,
+               reporter: Reporter, store: ResultStore, results: dict[str, TaskResult], build_stage: dict) -> None:
+    """Run `todo`; each result goes into `results` and the store as it finishes."""
     by_key = {t.key: t for t in todo}
     events = _Events(reporter, by_key, len(todo))
     executor = _executor(cfg, dev, todo, events)
@@ -257,13 +274,30 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
             if events.builds_left == 0 and "build_seconds" not in build_stage:
                 build_stage.update(build_seconds=round(events.last_build - t0, 3), builds_cached=events.cached)
             results[spec.key] = result
-            save()
+            store.append(result)
             reporter.task_done(result)
         executor.close()
     except BaseException:  # Ctrl-C: stop the builds and the judges now
         executor.close(cancel=True)
         raise
-    return save(finished=True), out_dir
+
+
+def _write_reports(run: RunResults, out_dir: Path, cfg: RunConfig, with_junit: bool = True) -> None:
+    report.write_all(run, out_dir, cfg.policy)
+    if with_junit and cfg.junit_path is not None:
+        junit.write(run, cfg.junit_path, cfg.policy)
+
+
+def _write_on_the_way_out(run: RunResults, out_dir: Path, cfg: RunConfig, store: ResultStore,
+                          reporter: Reporter) -> None:
+    """The reports of a run cut short. Failing here must not hide why the run stopped:
+    the store already holds every finished task, so say where they are instead."""
+    try:
+        store.set_run(run.run)
+        _write_reports(run, out_dir, cfg)
+    except Exception as e:  # noqa: BLE001 - a full disk, say; the first error is the one raised
+        reporter.note(f"could not write results.json ({type(e).__name__}: {e}); every finished task is in "
+                      f"{out_dir / STORE_NAME}: `kbench report {out_dir}` reads it")
 
 
 def task_spec(task: Task, options: Options, fingerprint: str = "") -> TaskSpec:

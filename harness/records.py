@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-SCHEMA_VERSION = 1
+# 2: the problem_error status. A version 1 file holds nothing version 2 changed, so it
+# reads as is; kbench before version 2 refuses a version 2 file in one line.
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 class Status(str, enum.Enum):
@@ -25,6 +29,9 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     SKIPPED = "skipped"
+    # The problem file failed (its import, get_init_inputs, get_inputs, the reference's
+    # forward): the solution was not judged, and the message names the problem file.
+    PROBLEM_ERROR = "problem_error"
 
 
 class Flag(str, enum.Enum):
@@ -288,10 +295,15 @@ class TaskSpec:
 
 # ---- JSON ------------------------------------------------------------------
 
+_SCALARS = frozenset({float, int, str, bool, type(None)})  # exact types: Status is a str too
+
+
 def to_json_dict(record: Any) -> Any:
     """Plain JSON-able structure; enums become their values."""
+    if type(record) in _SCALARS:  # first: most values are the floats of timing samples
+        return record
     if dataclasses.is_dataclass(record):
-        out = {f.name: to_json_dict(getattr(record, f.name)) for f in dataclasses.fields(record)}
+        out = {name: to_json_dict(getattr(record, name)) for name in _field_names(type(record))}
         if isinstance(record, RunResults):
             out = {"schema_version": SCHEMA_VERSION, **out}
         return out
@@ -309,12 +321,24 @@ def from_json_dict(cls: type, data: Any) -> Any:
     so that a newer file with extra fields still reads."""
     if data is None:
         return None
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in data:
             kwargs[f.name] = _convert(hints[f.name], data[f.name])
     return cls(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict[str, Any]:
+    # Evaluated once per record type: typing.get_type_hints parses each annotation
+    # string anew, which made reading 10,000 results take seconds.
+    return typing.get_type_hints(cls)
 
 
 def _convert(hint: Any, value: Any) -> Any:
@@ -327,6 +351,8 @@ def _convert(hint: Any, value: Any) -> Any:
     if origin is tuple:
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
+            if args[0] in _SCALARS:  # raw timing samples: thousands of floats per task, nothing to convert
+                return tuple(value)
             return tuple(_convert(args[0], v) for v in value)
         return tuple(_convert(a, v) for a, v in zip(args, value))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -340,8 +366,8 @@ def results_from_json(data: dict) -> RunResults:
     if not isinstance(data, dict):
         raise UserError(f"results file holds a JSON {type(data).__name__}, not a kbench results object")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise UserError(
-            f"results schema_version {version!r} is not {SCHEMA_VERSION}; re-run with this kbench version"
-        )
+    if version not in READABLE_SCHEMA_VERSIONS or isinstance(version, bool):
+        readable = " or ".join(map(str, READABLE_SCHEMA_VERSIONS))
+        raise UserError(f"results schema_version {version!r} is not {readable}, which this kbench reads; "
+                        "read it with the kbench version that wrote it, or re-run with this one")
     return from_json_dict(RunResults, data)

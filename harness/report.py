@@ -1,14 +1,16 @@
 """results.json, results.csv and report.md: one small writer each, all from
-the same RunResults. Also re-renders a finished (or cut-short) run."""
+the same RunResults. Also reads a run back, finished or cut short (load_run)."""
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path, PurePath
+from typing import Callable
 
 import pandas as pd
 
-from . import stats
+from . import stats, store
 from .gate import GatePolicy, verdict
 from .records import RunResults, Status, UserError, results_from_json, to_json_dict
 from .units import duration
@@ -31,9 +33,17 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def load_run(path: Path) -> RunResults:
+def load_run(path: Path, warn: Callable[[str], None] | None = None) -> RunResults:
+    """A run from its folder, a results.json or a results.jsonl. A folder is read from
+    its store (store.py), which is never behind its results.json: a killed run may have
+    had no chance to write results.json. `warn` hears of a cut-short last line."""
+    warn = warn or (lambda text: warnings.warn(text, stacklevel=3))
     if path.is_dir():
+        if (path / store.STORE_NAME).is_file():
+            return store.read(path / store.STORE_NAME, warn)
         path = path / "results.json"
+    elif path.name.endswith(".jsonl") and path.is_file():
+        return store.read(path, warn)
     if not path.is_file():
         raise UserError(f"no results file at {path}; pass a results.json or a run folder")
     try:
@@ -187,6 +197,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "faster than the reference.",
         "",
     ]
+    out += _problem_errors_section(run)
     sets = sorted(df["solution_set"].unique()) if len(df) else []
     if len(sets) > 1:
         rows = []
@@ -246,6 +257,29 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
             out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`){message}")
         out.append("")
     return "\n".join(out)
+
+
+def problem_errors(run: RunResults) -> list[tuple[str, int, str]]:
+    """(problem, tasks, the first task's message) for each problem whose file failed:
+    with many candidates per problem, one line each instead of one per candidate."""
+    found: dict[str, list] = {}
+    for r in run.results:
+        if r.status is Status.PROBLEM_ERROR:
+            found.setdefault(r.problem, []).append(r)
+    return [(problem, len(rs), rs[0].message) for problem, rs in found.items()]
+
+
+PROBLEM_ERRORS_NOTE = ("Their solutions were not judged: these problem files failed (their import, get_init_inputs, "
+                       "get_inputs or the reference's forward). Fix them, then `kbench run --resume RUN_DIR` reruns "
+                       "those tasks.")
+
+
+def _problem_errors_section(run: RunResults) -> list[str]:
+    rows = problem_errors(run)
+    if not rows:
+        return []
+    return ["## Problem files that failed", "", PROBLEM_ERRORS_NOTE, "",
+            _md_table(["problem", "tasks", "error"], [[p, str(n), m] for p, n, m in rows]), ""]
 
 
 PASS_AT_K = (1, 5, 10)

@@ -14,6 +14,9 @@ import pytest
 
 from conftest import ROOT
 from expect import mismatches
+from harness.records import SCHEMA_VERSION
+from harness.report import load_run
+from harness.store import STORE_NAME
 
 FIXTURES = ROOT / "tests" / "fixtures" / "cpu"
 PROBLEMS, SOLUTIONS = FIXTURES / "problems", FIXTURES / "solutions"
@@ -38,7 +41,7 @@ def test_every_fixture_gets_its_verdict(full_run):
 def test_writes_three_files_and_a_log_per_task(full_run):
     proc, out = full_run
     data = json.loads((out / "results.json").read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION
     assert data["run"]["device"] == "cpu" and data["run"]["finished"]
     for r in data["results"]:
         assert {"problem", "solution_set", "solution_path", "status", "message", "flags", "ref_ms", "sol_ms",
@@ -137,7 +140,7 @@ def test_empty_solutions_folder(run_cli, tmp_path):
     assert proc.returncode == 2 and "no solutions to run" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_problem_with_syntax_error_is_a_load_error(run_cli, tmp_path):
+def test_problem_with_syntax_error_is_the_problems_error(run_cli, tmp_path):
     (tmp_path / "p" / "level1").mkdir(parents=True)
     (tmp_path / "p" / "level1" / "1_Broken.py").write_text("def get_inputs(:\n")
     sol = tmp_path / "s" / "mine" / "level1"
@@ -147,7 +150,7 @@ def test_problem_with_syntax_error_is_a_load_error(run_cli, tmp_path):
                    "--out", str(tmp_path / "r"))
     assert proc.returncode == 1
     r = json.loads((tmp_path / "r" / "results.json").read_text())["results"][0]
-    assert r["status"] == "load_error" and "1_Broken.py" in r["message"] and "SyntaxError" in r["message"]
+    assert r["status"] == "problem_error" and "1_Broken.py, line 1: " in r["message"] and "SyntaxError" in r["message"]
 
 
 def test_ctrl_c_ends_the_process_even_if_the_orderly_stop_hangs(monkeypatch):
@@ -185,9 +188,9 @@ def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
     deadline = time.monotonic() + 300
     done = []
     while time.monotonic() < deadline:
-        if (out / "results.json").is_file():
-            done = json.loads((out / "results.json").read_text())["results"]
-            if any(Path(r["solution_path"]).name == "exit_at_import.py" for r in done):
+        if (out / STORE_NAME).is_file():  # each task is appended there as it finishes
+            done = load_run(out, lambda warning: None).results
+            if any(Path(r.solution_path).name == "exit_at_import.py" for r in done):
                 break  # the next task in order is the hang
         time.sleep(0.5)
     assert done, "no task finished in time"
@@ -196,5 +199,5 @@ def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err
-    kept = json.loads((out / "results.json").read_text())
+    kept = json.loads((out / "results.json").read_text())  # written on the way out
     assert len(kept["results"]) >= len(done) and kept["run"]["finished"] is None

@@ -230,3 +230,20 @@ def test_problem_sha256_round_trips_and_old_files_read(tmp_path):
     del data["results"][0]["problem_sha256"]  # a file written before the field existed
     (tmp_path / "results.json").write_text(json.dumps(data))
     assert report.load_run(tmp_path).results[0].problem_sha256 == ""
+
+
+def test_a_problem_that_fails_in_new_is_not_called_the_solutions_failure():
+    """NEW never judged the solution: "problem error", failing the exit code only where
+    BASE had shown the kernel to pass (CI must not wave through a kernel it cannot check)."""
+    from test_report import problem_error
+
+    base = golden_run()
+    passed, failed = base.results[0], base.results[3]  # softmax/claude ok; cross entropy/gpt incorrect
+    broken = [dataclasses.replace(problem_error(r.solution_path, r.solution_set), problem=r.problem)
+              for r in (passed, failed)]
+    cmp = compare.compare(RunResults(base.run, (passed, failed)), RunResults(base.run, tuple(broken)), GatePolicy())
+    assert [(r.mark, r.fails) for r in cmp.rows] == [("problem error", True), ("problem error", False)]
+    assert cmp.exit_code == 1
+    md = compare.render_markdown(cmp, GatePolicy())
+    assert md.count("problem error (NEW's problem file failed)") == 2 and "newly failing" not in md
+    assert "2 problem error" in compare.summary_line(cmp)

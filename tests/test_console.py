@@ -8,7 +8,7 @@ from rich.console import Console
 
 from harness import console
 from harness.gate import GatePolicy
-from harness.records import RunResults, Task
+from harness.records import RunResults, Status, Task
 from harness.units import duration
 from test_report import golden_run
 
@@ -64,3 +64,17 @@ def test_task_lines_name_the_solution_file(narrow):
 ])
 def test_duration_in_the_unit_that_fits(ms, text):
     assert duration(ms) == text
+
+
+def test_a_problem_that_failed_reads_as_the_problems(narrow):
+    from test_report import problem_error
+
+    reporter = console.RichReporter(GatePolicy())
+    r = problem_error("solutions/m/level1/98_KLDivLoss.py")
+    task = Task(r.problem, "problems/level1/98_KLDivLoss.py", r.solution_set, r.solution_path)
+    with reporter:
+        reporter.build_started(1)
+        reporter.task_done(r)
+    text = narrow.getvalue().replace("\n", "")
+    assert "problem_error level1/98_KLDivLoss" in text and "problem file problems/level1/98_KLDivLoss.py, line 21" in text
+    assert console._STYLE[r.status] != console._STYLE.get(Status.RUNTIME_ERROR, "red")  # set apart from the solutions'

@@ -186,3 +186,14 @@ def test_infinite_speedup_renders_and_says_it_is_left_out_of_the_chart(tmp_path)
     text = "".join(root.itertext())
     assert "1 task with an infinite speedup (a solution time of 0) not shown." in text
     assert len(list(root.find(f".//{SVG}svg[@id='speedup-chart']").iter(f"{SVG}circle"))) == 3  # the finite ones
+
+
+def test_a_problem_that_failed_is_named_as_the_problems():
+    from test_report import problem_error
+
+    run = RunResults(html_run().run, html_run().results + (problem_error("solutions/m/level1/98_KLDivLoss.py"),))
+    root = parse(html.render(run, GatePolicy()))
+    table = root.find(".//table[@id='problem-errors']")
+    cells = [td.text for td in table.iter("td")]
+    assert cells[:2] == ["level1/98_KLDivLoss", "1"] and "fix the problem file" in cells[2]
+    assert parse(html.render(html_run(), GatePolicy())).find(".//table[@id='problem-errors']") is None

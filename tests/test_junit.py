@@ -12,16 +12,22 @@ from harness.records import RunResults, Status, TaskResult
 from test_report import check_golden, golden_run
 
 COMPILER = 'kernel.cu(3): error: expected a ";" <near> `x & y` \x1b[1m\x00'
+PROBLEM_BUG = ("problem file problems/level1/98_KLDivLoss.py, line 21: get_inputs() raised ValueError: bad shape; "
+               "fix the problem file (the solution was not judged)")
 
 
 def junit_run() -> RunResults:
-    """The report's golden run, a skipped task, and a compiler message XML cannot hold as is."""
+    """The report's golden run, a skipped task, a compiler message XML cannot hold as is, and a
+    task whose problem file failed."""
     base = golden_run()
     extra = (
         TaskResult(problem="level1/23_Softmax", solution_set="gpt", solution_path="solutions/gpt/level1/23_Softmax/b.py",
                    status=Status.SKIPPED, message="CUDA solution on a --device cpu run", phase="build"),
         TaskResult(problem="level1/23_Softmax", solution_set="gpt", solution_path="solutions/gpt/level1/23_Softmax/c.py",
                    status=Status.BUILD_ERROR, message=COMPILER, phase="build", seconds=12.5),
+        TaskResult(problem="level1/98_KLDivLoss", solution_set="claude",
+                   solution_path="solutions/claude/level1/98_KLDivLoss.py", status=Status.PROBLEM_ERROR,
+                   message=PROBLEM_BUG, phase="check", seconds=4.0),
     )
     return RunResults(base.run, base.results + extra)
 
@@ -37,7 +43,7 @@ def test_golden():
 
 def test_one_testcase_per_task_named_by_set_problem_and_file():
     got = cases(junit.render(junit_run(), GatePolicy()))
-    assert len(got) == len(junit_run().results) == 10
+    assert len(got) == len(junit_run().results) == 11
     assert "claude::level1/23_Softmax/23_Softmax.py" in got
     assert {"gpt::level1/23_Softmax/b.py", "gpt::level1/23_Softmax/c.py"} <= set(got)  # candidates stay apart
     assert got["claude::level1/23_Softmax/23_Softmax.py"].get("time") == "21.456"
@@ -70,12 +76,25 @@ def test_skipped_task_that_fails_the_gate_is_a_failure_with_its_reason():
 
 
 @pytest.mark.parametrize("policy", [GatePolicy(), GatePolicy(fail_flags=frozenset()), GatePolicy(min_speedup=1.0)])
-def test_junit_failures_are_exactly_the_gates(policy):
+def test_junit_failures_and_errors_are_exactly_the_gates(policy):
     run = junit_run()
     root = ET.fromstring(junit.render(run, policy))
-    failed = {c.get("file") for c in root.iter("testcase") if c.find("failure") is not None}
+    failed = {c.get("file") for c in root.iter("testcase") if c.find("failure") is not None or c.find("error") is not None}
     assert failed == {key for key, _ in gate(run.results, policy).failed}
-    assert int(root.get("failures")) == len(gate(run.results, policy).failed)
+    assert int(root.get("failures")) + int(root.get("errors")) == len(gate(run.results, policy).failed)
+
+
+def test_a_problem_file_that_failed_is_an_error_not_the_solutions_failure():
+    """JUnit's <error> is a test that could not run; <failure> one that ran and failed."""
+    case = cases(junit.render(junit_run(), GatePolicy()))["claude::level1/98_KLDivLoss/98_KLDivLoss.py"]
+    assert case.find("failure") is None
+    error = case.find("error")
+    assert error.get("type") == "problem_error" and error.text == PROBLEM_BUG
+    assert error.get("message").startswith("problem_error: problem file problems/level1/98_KLDivLoss.py, line 21: ")
+    root = ET.fromstring(junit.render(junit_run(), GatePolicy()))
+    claude = next(s for s in root.findall("testsuite") if s.get("name") == "claude")
+    assert (claude.get("failures"), claude.get("errors")) == ("1", "1")
+    assert (root.get("failures"), root.get("errors")) == ("7", "1")
 
 
 def test_all_skipped_cpu_run_fails_in_junit_as_in_the_gate():
@@ -93,7 +112,7 @@ def test_suite_counts_add_up():
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert list(suites) == ["claude", "gpt"]
     assert (suites["gpt"].get("tests"), suites["gpt"].get("failures"), suites["gpt"].get("skipped")) == ("7", "6", "0")
-    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("10", "7", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("11", "7", "1", "0")
 
 
 def test_messages_survive_markup_and_control_characters():
@@ -113,19 +132,19 @@ def test_report_format_junit(tmp_path):
 
 
 def test_run_junit_writes_the_file_with_the_runs_policy(tmp_path, monkeypatch):
-    """`kbench run --junit PATH` with the pipeline replaced: only the CLI's part is under test."""
+    """`kbench run --junit PATH` with the pipeline replaced: only the CLI's part is under test.
+    The pipeline writes the file with results.json (tests/test_store.py: also when cut short)."""
     from harness import pipeline
 
-    seen = {}
-
     def fake_run(cfg, reporter):
-        seen["policy"] = cfg.policy
+        pipeline._write_reports(junit_run(), tmp_path / "run", cfg)
         return junit_run(), tmp_path / "run"
 
     monkeypatch.setattr(pipeline, "run", fake_run)
     path = tmp_path / "ci" / "junit.xml"
     res = CliRunner().invoke(cli.main, ["run", "--junit", str(path), "--fail-on", "none"])
     assert res.exit_code == 1, res.output  # the gate still decides the exit code
-    assert path.read_text() == junit.render(junit_run(), seen["policy"])
+    assert path.read_text() == junit.render(junit_run(), GatePolicy(fail_flags=frozenset()))
+    assert f"wrote {path}" in res.stderr
     assert "claude::level1/95_CrossEntropyLoss/95_CrossEntropyLoss.py" not in {
         k for k, c in cases(path.read_text()).items() if c.find("failure") is not None}  # --fail-on none applied

@@ -1,5 +1,6 @@
 """results.json is the contract between a run and every later reader (report, compare,
 --resume, notebooks): a record written must read back as the same record."""
+import dataclasses
 import json
 from dataclasses import replace as dataclasses_replace
 
@@ -102,7 +103,23 @@ def test_schema_version_is_written_at_the_top():
     assert "schema_version" not in data["run"] and "schema_version" not in data["results"][0]
 
 
-@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 0, "1", None])
+def test_a_version_1_file_reads_as_is():
+    """Version 2 added the problem_error status; every version 1 file is a version 2 file."""
+    data = to_json_dict(_full_run())
+    data["schema_version"] = 1
+    assert results_from_json(data) == _full_run()
+
+
+def test_problem_error_reads_back():
+    run = _full_run()
+    broken = dataclasses.replace(run.results[1], status=Status.PROBLEM_ERROR, message="problem file p.py: ...")
+    run = dataclasses.replace(run, results=(run.results[0], broken))
+    data = json.loads(json.dumps(to_json_dict(run)))
+    assert data["schema_version"] == 2 and data["results"][1]["status"] == "problem_error"
+    assert results_from_json(data) == run
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 0, "1", None, True])
 def test_wrong_schema_version_raises_user_error(version):
     data = to_json_dict(_full_run())
     data["schema_version"] = version

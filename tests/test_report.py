@@ -289,3 +289,25 @@ def test_several_candidates_section():
 
 def test_no_candidates_section_with_one_candidate_per_problem():
     assert "Several candidates" not in report.render_markdown(golden_run(), GatePolicy())
+
+
+# ---- a problem file that failed ------------------------------------------------------
+
+def problem_error(path: str, sset: str = "model") -> TaskResult:
+    return TaskResult(problem="level1/98_KLDivLoss", solution_set=sset, solution_path=path, status=Status.PROBLEM_ERROR,
+                      message="problem file problems/level1/98_KLDivLoss.py, line 21: get_inputs() raised ValueError: "
+                              "bad shape; fix the problem file (the solution was not judged)", phase="check")
+
+
+def test_a_problem_that_failed_is_named_once_as_the_problems():
+    run = golden_run()
+    run = RunResults(run.run, run.results + tuple(problem_error(f"solutions/model/level1/98_KLDivLoss/{i}.py")
+                                                  for i in range(3)))
+    md = report.render_markdown(run, GatePolicy())
+    assert "| problem_error | 3 |" in md  # counted apart from the solutions' failures
+    section = md.split("## Problem files that failed\n")[1].split("\n## ")[0]
+    assert "were not judged" in section and "--resume" in section
+    rows = [line for line in section.splitlines() if line.startswith("| level1")]
+    assert rows == ["| level1/98_KLDivLoss | 3 | problem file problems/level1/98_KLDivLoss.py, line 21: get_inputs() "
+                    "raised ValueError: bad shape; fix the problem file (the solution was not judged) |"]
+    assert "## Problem files that failed" not in report.render_markdown(golden_run(), GatePolicy())

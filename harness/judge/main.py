@@ -22,7 +22,7 @@ from .. import load, sandbox, shapes, stats
 from ..records import Flag, SideTiming, Status, Timing, to_json_dict
 from ..timer import TimingConfig
 from .remote import Remote
-from .task import Judge, TaskFailed
+from .task import Judge, ProblemFailed, TaskFailed
 from .timing import PairResult, Timer
 
 UNTIMED_FRACTION = 0.25  # device-wide wall beyond the events, as a share of the event time,
@@ -53,6 +53,10 @@ def run(spec: dict, remote: Remote, emit) -> dict:
         judge.phase("done")
     except TaskFailed as e:
         status, message = e.status, e.message
+        if isinstance(e, ProblemFailed):
+            import traceback
+
+            traceback.print_exception(e.error)  # the problem's whole traceback, in the task's log
     except torch.OutOfMemoryError as e:
         status, message = Status.RUNTIME_ERROR, f"out of GPU memory in the judge during {judge.phase_name}: {load.last_line(e)[:300]}"
     except Exception as e:  # noqa: BLE001 - a bug of ours or the problem's: say where

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import time
+import traceback
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -31,7 +32,43 @@ class TaskFailed(Exception):
 
 
 class ProblemFailed(TaskFailed):
-    """The problem file itself failed (import, get_inputs, the reference): not the solution's fault."""
+    """The problem file itself failed (import, get_init_inputs, get_inputs, the reference's
+    forward): the solution was not judged, so the task is the problem's, not the solution's.
+
+    Except for a CUDA error: the candidate's process shares the GPU, and a fault it leaves
+    the GPU in (not its own context's, which dies with it) can surface in the judge's next
+    call. That stays a runtime_error, which also makes the executor check the GPU."""
+
+    def __init__(self, problem_path: str, what: str, error: BaseException):
+        where = _line_in(problem_path, error)
+        self.error = error  # its traceback goes to the task's log (main.py)
+        if _is_cuda_error(error):
+            super().__init__(Status.RUNTIME_ERROR,
+                             f"problem file {problem_path}{where}: {what} {_error_text(error)}; a CUDA error, so a bug "
+                             "in the problem file or a fault of the GPU: run this task alone to tell which")
+        else:
+            super().__init__(Status.PROBLEM_ERROR,
+                             f"problem file {problem_path}{where}: {what} {_error_text(error)}; "
+                             "fix the problem file (the solution was not judged)")
+
+
+def _is_cuda_error(error: BaseException) -> bool:
+    return type(error).__name__ == "AcceleratorError" or "CUDA error" in str(error) or "device-side assert" in str(error)
+
+
+def _error_text(error: BaseException) -> str:
+    # kbench's own LoadError ("defines no get_inputs") reads whole, without its module path
+    return str(error) if isinstance(error, load.LoadError) else load.last_line(error)
+
+
+def _line_in(path: str, error: BaseException) -> str:
+    """', line N' of the innermost place in `path` the error passed through (a syntax
+    error's own line), or '' when it never did (a torch error deep inside an op)."""
+    target = os.path.abspath(path)
+    if isinstance(error, SyntaxError) and error.filename and os.path.abspath(error.filename) == target:
+        return f", line {error.lineno}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.abspath(f.filename) == target]
+    return f", line {frames[-1].lineno}" if frames else ""
 
 
 CUSTOM_SHARE_MIN = 0.02  # the solution's own kernels below 2% of the work: a decoy or a fallback
@@ -85,12 +122,24 @@ class Judge:
                     inputs = list(self.problem.get_inputs() if which == "random" else self.problem.get_check_inputs()[index])
             except Exception as e:  # noqa: BLE001 - the problem's bug, not the solution's
                 fn = "get_inputs" if which == "random" else "get_check_inputs"
-                raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: {fn}() raised "
-                                                          f"{load.last_line(e)}; fix the problem, not the solution") from None
+                raise ProblemFailed(self.spec["problem_path"], f"{fn}() raised", e) from None
             inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
             return precision.cast_values(inputs, self.precision)
 
     def call_reference(self, inputs: list) -> Any:
+        """The reference's forward on inputs the judge made: it never sees the candidate's
+        data, so an exception here is the problem's. Running out of memory is not: the
+        candidate's process shares the GPU (main.py names it)."""
+        try:
+            return self.forward_reference(inputs)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise ProblemFailed(self.spec["problem_path"], "the reference Model's forward raised", e) from None
+
+    def forward_reference(self, inputs: list) -> Any:
+        """call_reference without its verdict on errors: for callers that expect some
+        (a CUDA graph capture, which a reference may not support)."""
         with torch.no_grad():
             return self.ref(*inputs)
 
@@ -140,23 +189,29 @@ class Judge:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         precision.exact_half_matmuls(self.precision)
+        path = self.spec["problem_path"]
         try:
-            self.problem = load.load_problem(self.spec["problem_path"])
-        except Exception as e:  # noqa: BLE001
-            raise ProblemFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: {load.last_line(e)}")
+            self.problem = load.load_problem(path)
+        except Exception as e:  # noqa: BLE001 - SyntaxError included
+            raise ProblemFailed(path, "importing it failed:", e) from None
         self._refuse_if_too_big()
         seed = self.spec["seed"]
         torch.manual_seed(seed)
-        try:
-            with torch.device(self.device):
-                init = precision.cast_values(list(self.problem.get_init_inputs()), self.precision)
-                torch.manual_seed(seed)
+        with torch.device(self.device):
+            try:
+                init = list(self.problem.get_init_inputs())
+            except Exception as e:  # noqa: BLE001
+                raise ProblemFailed(path, "get_init_inputs() raised", e) from None
+            init = precision.cast_values(init, self.precision)
+            torch.manual_seed(seed)
+            try:
                 # Built as written, then cast: the candidate builds its model the same way
                 # and gets these (cast) weights where names and shapes agree.
                 self.ref = precision.cast_model(self.problem.Model(*init).to(self.device), self.precision)
-        except Exception as e:  # noqa: BLE001
-            raise ProblemFailed(Status.LOAD_ERROR, f"problem file {self.spec['problem_path']}: Model(*get_init_inputs()) "
-                                                   f"raised {load.last_line(e)}")
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise ProblemFailed(path, "Model(*get_init_inputs()) raised", e) from None
         self.phase("import")
         # The candidate process imports torch while the judge loads the problem: that
         # is kbench's own start-up, not the solution's, so it is waited for first and
@@ -205,8 +260,11 @@ class Judge:
             with torch.device("meta"):
                 return len(self.problem.get_check_inputs())
         except Exception:  # noqa: BLE001 - some ops have no meta kernel
-            with torch.device(self.device):
-                return len(self.problem.get_check_inputs())
+            try:
+                with torch.device(self.device):
+                    return len(self.problem.get_check_inputs())
+            except Exception as e:  # noqa: BLE001
+                raise ProblemFailed(self.spec["problem_path"], "get_check_inputs() raised", e) from None
 
     def run_candidate(self, inputs: list, profile: bool = False) -> tuple[Any, list]:
         """One call on a lent copy of `inputs`: (its output as the judge's copy, the lent copy)."""
@@ -243,11 +301,7 @@ class Judge:
             del lent
             self.shared.close()
             with self.spend("check_reference_calls"):
-                try:
-                    ref_out = self.call_reference(check.clone_inputs(pristine))
-                except Exception as e:  # noqa: BLE001
-                    raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: the "
-                                                              f"reference raised {load.last_line(e)}") from None
+                ref_out = self.call_reference(check.clone_inputs(pristine))
             ref64 = None
             if self.spec["fp64"] and (t == 0 or which == "check"):
                 with self.spend("check_fp64_reference"):
@@ -277,11 +331,7 @@ class Judge:
         with self.spend("check_reference_calls"):
             while len(times) < 3 and sum(times) < 1.0:
                 t0 = _perf()
-                try:
-                    self.call_reference(inputs)
-                except Exception as e:  # noqa: BLE001
-                    raise ProblemFailed(Status.RUNTIME_ERROR, f"problem file {self.spec['problem_path']}: the "
-                                                              f"reference raised {load.last_line(e)}") from None
+                self.call_reference(inputs)
                 self.sync()
                 times.append(_perf() - t0)
         self.ref_call_s = min(times)

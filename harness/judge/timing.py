@@ -255,7 +255,8 @@ class Timer:
         self.j.ask({"op": "bind", "copies": channel.encode(sol_copies, fds, [], by_copy=False)}, fds)
         self.lent = sol_copies[0]  # what the candidate's plain samples read from now on, graphs or not
         try:
-            ref_graph = graph_clock.GraphSampler(self.j.call_reference, ref_copies, self.clock, plan.calls, plan.keep_all)
+            ref_graph = graph_clock.GraphSampler(self.j.forward_reference, ref_copies, self.clock, plan.calls,
+                                                 plan.keep_all)  # a capture may fail: not the problem's bug
         except Exception as e:  # noqa: BLE001
             graph_clock.settle(self.clock)
             raise graph_clock_unavailable(f"the reference cannot be captured: {str(e).splitlines()[0][:200]}") from None
