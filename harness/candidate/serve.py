@@ -148,7 +148,7 @@ class Candidate:
         pending, self.pending = self.pending, None
         if pending == "graph":
             s = self.graph.finish()
-            fp = [fingerprint.project(o, msg["fp_seed"]) for o in self.graph.outputs()]
+            fp = fingerprint.project_many(self.graph.outputs(), msg["fp_seed"])
         elif pending == "call":
             s = self.clock.finish()
             fp = fingerprint.project(self.last_out, msg["fp_seed"])

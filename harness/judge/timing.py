@@ -278,7 +278,7 @@ class Timer:
             ref_graph.queue()
             t1 = _perf()
             r = ref_graph.finish()
-            r_fp = [fingerprint.project(o, self.fp_seed) for o in ref_graph.outputs()]
+            r_fp = fingerprint.project_many(ref_graph.outputs(), self.fp_seed)
             t2 = _perf()
             _add(ref, r, (t2 - t1) * 1e3 / plan.calls, (t1 - t0) * 1e3 / plan.calls, None)
             if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
