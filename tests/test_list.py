@@ -38,14 +38,23 @@ def test_missing_package_is_named_and_facts_are_cached(tmp_path, monkeypatch):
     assert by_name["1_AddReLU.py"].inputs == ("float32[256, 1024]", "float32[256, 1024]")
     assert by_name["1_AddReLU.py"].input_bytes == 2 * 256 * 1024 * 4
     assert cached == 0
-    # three entries: "needs" is not cached, since installing the package changes it
-    assert len(list((cache / "problem-facts").glob("*.json"))) == 3
+    assert len(list((cache / "problem-facts").glob("*.json"))) == 4
 
+    # A warm listing computes nothing, "needs" included (the package is still missing).
     computed, original = [], facts_cache.facts_of_file
     monkeypatch.setattr(facts_cache, "facts_of_file", lambda p: computed.append(p) or original(p))
     again, cached = facts_cache.facts_of_files(sorted(facts), cache, processes=1)
-    assert again == facts and cached == 3
-    assert [p.rsplit("/", 1)[1] for p in computed] == ["3_NeedsPackage.py"]
+    assert again == facts and cached == 4 and computed == []
+
+    # Once the package is installed, the cached "needs" is computed again.
+    package = tmp_path / "site" / "kbench_missing_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text("")
+    monkeypatch.syspath_prepend(str(package.parent))
+    installed, cached = facts_cache.facts_of_files(sorted(facts), cache, processes=1)
+    assert cached == 3 and [p.rsplit("/", 1)[1] for p in computed] == ["3_NeedsPackage.py"]
+    assert installed[next(p for p in facts if p.endswith("3_NeedsPackage.py"))].inputs == ("float32[8]",)
 
 
 def test_cli_list_says_needs_and_reuses_the_cache(tmp_path):
@@ -62,7 +71,8 @@ def test_cli_list_says_needs_and_reuses_the_cache(tmp_path):
     edited.write_text(json.dumps(data))
     second = list_problems(tmp_path, cache)
     assert "FROM_THE_CACHE" in second.stdout
-    assert "problem facts: 3 of 4 from the cache" in second.stderr
+    assert "problem facts: 4 of 4 from the cache" in second.stderr
+    assert "needs kbench_missing_pkg" in " ".join(second.stdout.split())  # also when read from the cache
 
 
 def test_changed_file_is_computed_again(tmp_path):
