@@ -195,6 +195,8 @@ class Candidate:
                 traceback.print_exc()
                 err = load.last_line(e) if isinstance(e, BaseException) else str(e)
                 kind = "out_of_memory" if isinstance(e, torch.OutOfMemoryError) else "exception"
+                if load.triton_error_line(e):
+                    kind = "compile_error"  # Triton compiles at a kernel's first call, in forward
                 if isinstance(e, SystemExit):
                     err = f"the solution called sys.exit({e.code!r})"
                 channel.send(self.sock, {"error": err[:600], "kind": kind, "tampered": self._tampered()})

@@ -115,6 +115,8 @@ class Judge:
             self.note_tampering(e.tampered, when)
             if e.kind == "out_of_memory":
                 raise TaskFailed(Status.RUNTIME_ERROR, f"out of GPU memory during {self.phase_name}: {e}")
+            if e.kind == "compile_error":  # a kernel that does not compile is a build error, wherever it compiles
+                raise TaskFailed(Status.BUILD_ERROR, f"during {self.phase_name}: {e}")
             raise TaskFailed(Status.RUNTIME_ERROR, f"during {self.phase_name}: {e}")
         self.note_tampering(reply.get("tampered") or [], when)
         return reply, blobs
