@@ -167,6 +167,8 @@ class Judge:
                "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds, [], by_copy=False)}
         reply, _ = self.ask(msg, fds, "at import", limits.for_import())
         self.sandbox = reply.get("sandbox") if isinstance(reply.get("sandbox"), str) else None
+        if reply.get("candidate_class") == "Model":  # the judge words the note; the reply only names a class
+            self.notes.append("no ModelNew in the solution file: its Model is the candidate (METR's format)")
         if not reply.get("ok"):
             try:
                 status = Status(reply.get("status"))
