@@ -3,6 +3,8 @@ tool wrote them; Triton's compile errors carry Triton's line. Literal logs as
 torch's extension builder puts them in its exception."""
 import inspect
 
+import pytest
+
 from harness.build_errors import REMOVED_API_HINT, build_error_message, first_error_lines
 from harness.load import _quiet, last_line, triton_error_line
 
@@ -225,3 +227,21 @@ def test_triton_message_from_the_cause_when_the_text_has_none():
 
 def test_other_exceptions_are_not_triton():
     assert triton_error_line(RuntimeError("at 1:2:\n^\nx")) is None
+
+
+def test_real_triton_compile_error_carries_tritons_line():
+    """Triton's own CompilationError (it compiles for a named target without a GPU).
+    Skipped where Triton is not installed (CI's CPU machine); runs on a GPU machine."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from triton_kernels import relu_kernel
+
+    source = ASTSource(fn=relu_kernel, signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32",
+                                                  "BLOCK_SIZE": "constexpr"}, constexprs={"BLOCK_SIZE": 1024})
+    with pytest.raises(Exception) as raised:
+        triton.compile(source, target=GPUTarget("cuda", 90, 32))
+    assert triton_error_line(raised.value) == (
+        "Triton compile error at 6:8: `y = tl.relu(x)`: "
+        "AttributeError(\"module 'triton.language' has no attribute 'relu'\")")

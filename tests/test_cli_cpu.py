@@ -84,7 +84,7 @@ def test_model_style_failures_carry_the_tools_own_line(full_run):
     ld = by_name["ld_missing_library.py"]["message"]
     assert ld == "/usr/bin/ld: cannot find -lkbench_no_such_lib: No such file or directory"
     triton = by_name["triton_compile_error.py"]
-    assert triton["status"] == "build_error" and "Triton compile error at 7:8: `z = tl.relu(" in triton["message"]
+    assert triton["status"] == "build_error" and "Triton compile error at 6:8: `y = tl.relu(x)`" in triton["message"]
     for r in by_name.values():
         assert "Error building extension" not in r["message"] and "collect2" not in r["message"]
 
