@@ -259,12 +259,14 @@ def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]
 
     if isinstance(exc, load.NeedsCuda):
         return Status.SKIPPED, str(exc)
+    if hooks.failures:
+        # A build failed first: whatever the solution did next (caught it and called
+        # sys.exit, raised its own "compilation failed", left ModelNew undefined) follows from it.
+        return Status.BUILD_ERROR, build_error_message(hooks.failures[-1], fallback=load.last_line(exc))
     if isinstance(exc, load.LoadError):
         return Status.LOAD_ERROR, str(exc)
     if isinstance(exc, SystemExit):
         return Status.LOAD_ERROR, f"the solution called sys.exit({exc.code!r}) at import"
-    if hooks.failures:
-        return Status.BUILD_ERROR, build_error_message(hooks.failures[-1], fallback=load.last_line(exc))
     if device == "cpu" and load.is_missing_cuda(exc):
         return Status.SKIPPED, f"needs CUDA: {load.last_line(exc)}"
     import traceback

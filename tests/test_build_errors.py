@@ -245,3 +245,19 @@ def test_real_triton_compile_error_carries_tritons_line():
     assert triton_error_line(raised.value) == (
         "Triton compile error at 6:8: `y = tl.relu(x)`: "
         "AttributeError(\"module 'triton.language' has no attribute 'relu'\")")
+
+
+def test_a_caught_build_failure_is_still_the_build_error():
+    """Models wrap the build in try/except and then sys.exit or raise their own error;
+    the compiler's line is what the user needs, whatever came after it."""
+    from types import SimpleNamespace
+
+    from harness.build import import_failure
+    from harness.load import LoadError
+    from harness.records import Status
+
+    hooks = SimpleNamespace(failures=[GCC])
+    for after in (SystemExit(1), RuntimeError("CUDA kernel compilation failed"), LoadError("defines no ModelNew")):
+        assert import_failure(after, hooks, "cpu") == (
+            Status.BUILD_ERROR, "main.cpp:5:3: error: 'foo' was not declared in this scope")
+    assert import_failure(SystemExit(1), SimpleNamespace(failures=[]), "cpu")[0] is Status.LOAD_ERROR
