@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -21,38 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .build_errors import build_error_message
 from .build_queue import BuildQueue, compile_slots
 from .isolate import kill_all, run_child
 from .records import BuildResult, Status, Task
 
-BUILD_SALT = "kbench-build-2"  # bump to invalidate every cached build (2: verbose builds kept only torch's line)
+# Bump to invalidate every cached build (2: verbose builds kept only torch's line;
+# 3: build messages gained ld's "cannot find" lines and hints, and cached failures keep their message).
+BUILD_SALT = "kbench-build-3"
 RESULT_FILE = "build.json"
 LOG_FILE = "build.log"
-
-# Lines that name an error, as each tool writes them:
-# nvcc:   kernel.cu(12): error: identifier "scalar_t" is undefined
-#         nvcc fatal   : Unsupported gpu architecture 'compute_20'
-# ptxas:  ptxas error   : Entry function '_Z6kernel' uses too much shared data
-# gcc:    main.cpp:5:3: error: 'foo' was not declared in this scope
-#         main.cpp:1:10: fatal error: THC/THC.h: No such file or directory
-# ld:     main.o: undefined reference to `foo' / ext.so: undefined symbol: _Z3foov
-_ERROR_LINE = re.compile(r"\berror\b\s*:|\bfatal\b\s*:|fatal error|undefined (reference|symbol)", re.IGNORECASE)
-# ninja's and torch's wrappers around the compiler's lines: never the message.
-_NOISE = re.compile(r"^(ninja: build stopped|FAILED:|\[\d+/\d+\] |subprocess\.CalledProcessError|"
-                    r"(RuntimeError: )?Error building extension|error: command .* failed with exit)")
-# True but generic: shown only when nothing more specific was found.
-_GENERIC = re.compile(r"^(collect2: error: ld returned|ninja: error:|make: \*\*\*)")
-# Compiler lines that mean the solution was written for an older torch (KernelBench-era
-# code): Tensor.type() in AT_DISPATCH, the THC headers and macros removed in torch 1.11.
-_REMOVED_API = re.compile(
-    r"DeprecatedTypeProperties|has no member named .type.|has no member \"type\"|\bTHC/THC\.h\b|\bTHCudaCheck\b|"
-    r"\bTHCState\b|\bTHCudaTensor\w*|\bAT_CHECK\b.*(not declared|undefined)|"
-    r"(not declared|undefined).*\bAT_CHECK\b"
-)
-REMOVED_API_HINT = ("hint: the solution uses a torch C++ API removed from this torch version (Tensor.type() in "
-                    "AT_DISPATCH: use .scalar_type(); THC: use ATen/c10; AT_CHECK: use TORCH_CHECK)")
-_BUILD_PATH = re.compile(r"(/[^\s:()]+/)([^/\s:()]+\.(cu|cuh|cpp|cc|cxx|c|h|hpp|o|so))\b")
-
 
 @dataclass(frozen=True)
 class BuildConfig:
@@ -78,51 +55,6 @@ def toolchain_versions() -> str:
 
     return f"python {sys.version.split()[0]}; torch {torch.__version__}; cuda {torch.version.cuda}"
 
-
-def first_error_lines(log: str, limit: int = 3) -> list[str]:
-    """The compiler's own first error lines, with build-folder paths cut to file names.
-
-    Lines that name an error (nvcc, ptxas, gcc, ld) come first, generic ones (collect2,
-    ninja: error) only when there is nothing else; when no line names an error, the
-    first line the failed command printed (after ninja's FAILED: and the command's echo)."""
-    lines = [raw.strip() for raw in log.splitlines()]
-    found: list[str] = []
-    generic: list[str] = []
-    for line in lines:
-        if not line or _NOISE.match(line) or not _ERROR_LINE.search(line):
-            continue
-        target = generic if _GENERIC.match(line) else found
-        line = _short(line)
-        if line not in target:
-            target.append(line)
-    return (found or generic or _after_failed(lines))[:limit]
-
-
-def _short(line: str) -> str:
-    return _BUILD_PATH.sub(r"\2", line)[:400]
-
-
-def _after_failed(lines: list[str]) -> list[str]:
-    """What ninja's failed step printed: the lines after `FAILED: target` and the echo of
-    its command, less gcc's 'In function' context."""
-    for i, line in enumerate(lines):
-        if not line.startswith("FAILED:"):
-            continue
-        for after in lines[i + 2:]:  # i + 1 echoes the command
-            if after and not _NOISE.match(after) and ": In " not in after and not after.startswith(("In file", "from ")):
-                return [_short(after)]
-    return []
-
-
-def build_error_message(log: str, fallback: str = "") -> str:
-    """One line for a failed build: its first error lines (else `fallback`), and a hint
-    when they show an API that this torch no longer has."""
-    lines = first_error_lines(log) or ([fallback] if fallback else [])
-    # Error lines only: Tensor.type() outside AT_DISPATCH still builds, with a deprecation warning.
-    errors = (ln for ln in log.splitlines() if _ERROR_LINE.search(ln) and not _NOISE.match(ln.strip()))
-    if any(_REMOVED_API.search(ln) for ln in errors):
-        lines.append(REMOVED_API_HINT)
-    return " | ".join(lines)
 
 def build_all(
     tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None
@@ -327,12 +259,14 @@ def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]
 
     if isinstance(exc, load.NeedsCuda):
         return Status.SKIPPED, str(exc)
+    if hooks.failures:
+        # A build failed first: whatever the solution did next (caught it and called
+        # sys.exit, raised its own "compilation failed", left ModelNew undefined) follows from it.
+        return Status.BUILD_ERROR, build_error_message(hooks.failures[-1], fallback=load.last_line(exc))
     if isinstance(exc, load.LoadError):
         return Status.LOAD_ERROR, str(exc)
     if isinstance(exc, SystemExit):
         return Status.LOAD_ERROR, f"the solution called sys.exit({exc.code!r}) at import"
-    if hooks.failures:
-        return Status.BUILD_ERROR, build_error_message(hooks.failures[-1], fallback=load.last_line(exc))
     if device == "cpu" and load.is_missing_cuda(exc):
         return Status.SKIPPED, f"needs CUDA: {load.last_line(exc)}"
     import traceback

@@ -4,7 +4,8 @@ content so that listing KernelBench's 270 problems a second time takes no import
 Missing facts are found in parallel processes (each imports the problem and runs it
 on torch's meta device, harness/shapes.py). A problem that cannot be imported because
 an optional package is missing (einops, transformers) says `needs <package>`; that
-answer is not cached, since installing the package changes it."""
+answer is cached too, and used only while the package is still not installed
+(importlib's find_spec tells without importing it), so a warm listing starts no process."""
 from __future__ import annotations
 
 import hashlib
@@ -54,16 +55,17 @@ def facts_of_files(paths: list[str], cache_dir: Path | None = None, processes: i
         entry = folder / f"{key}.json"
         if entry.is_file():
             try:
-                found[path] = json.loads(entry.read_text())
+                data = json.loads(entry.read_text())
             except (OSError, json.JSONDecodeError):
-                pass  # a torn or foreign file: compute again
+                continue  # a torn or foreign file: compute again
+            if not _installed_since(data):
+                found[path] = data
     cached = len(found)
     missing = [p for p in paths if p not in found]
     if missing:
         for path, data in zip(missing, _compute(missing, processes)):
             found[path] = data
-            if "needs" not in data:
-                _store(folder / f"{keys[path]}.json", data)
+            _store(folder / f"{keys[path]}.json", data)
     out = {}
     for path in paths:
         data = found[path]
@@ -74,6 +76,19 @@ def facts_of_files(paths: list[str], cache_dir: Path | None = None, processes: i
         else:
             out[path] = f"needs {data['needs']}" if "needs" in data else data["error"]
     return out, cached
+
+
+def _installed_since(data: dict) -> bool:
+    """A cached 'needs <package>' whose package can now be found: compute it again."""
+    from importlib.util import find_spec
+
+    package = data.get("needs")
+    if not isinstance(package, str):
+        return False
+    try:
+        return find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _torch_version() -> str:

@@ -60,15 +60,17 @@ def problem_shape(module) -> ProblemShape:
     """Run the problem's Model on meta tensors (raises if an operator has no meta kernel)."""
     from torch.utils.flop_counter import FlopCounterMode
 
+    from .meta_rnn import RecurrentByShape
+
     with torch.device("meta"):
         torch.manual_seed(0)
         inputs = list(module.get_inputs())
         model = module.Model(*module.get_init_inputs())
-        counter = FlopCounterMode(display=False)
-        with counter, torch.no_grad():
+        counter, recurrent = FlopCounterMode(display=False), RecurrentByShape()
+        with counter, recurrent, torch.no_grad():
             out = _flatten(model(*inputs))
     try:
-        flops = int(counter.get_total_flops())
+        flops = int(counter.get_total_flops()) + recurrent.flops
     except Exception:  # noqa: BLE001 - an operator the counter cannot count
         flops = None
     return ProblemShape(

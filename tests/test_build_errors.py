@@ -3,7 +3,9 @@ tool wrote them; Triton's compile errors carry Triton's line. Literal logs as
 torch's extension builder puts them in its exception."""
 import inspect
 
-from harness.build import REMOVED_API_HINT, build_error_message, first_error_lines
+import pytest
+
+from harness.build_errors import REMOVED_API_HINT, build_error_message, first_error_lines
 from harness.load import _quiet, last_line, triton_error_line
 
 NVCC = """Error building extension 'softmax': [1/3] c++ -MMD -MF main.o.d -c /root/.cache/ext/softmax/main.cpp -o main.o
@@ -111,6 +113,70 @@ def test_deprecation_warning_alone_gives_no_hint():
     assert REMOVED_API_HINT not in build_error_message(log)
 
 
+# The lines below were printed by nvcc 13.0 and g++ 12.2 on kbench's CPU box (both ship there),
+# compiling the mistakes the fixtures under tests/fixtures/gpu/solutions/styles make.
+LAUNCH_CHECK_NVCC = """FAILED: cuda.cuda.o
+/usr/local/cuda/bin/nvcc -c /tmp/ext/k/cuda.cu -o cuda.cuda.o
+/tmp/ext/k/cuda.cu(6): error: identifier "C10_CUDA_KERNEL_LAUNCH_CHECK" is undefined
+1 error detected in the compilation of "/tmp/ext/k/cuda.cu".
+"""
+MISSING_INCLUDES_GXX = """/tmp/ext/k/main.cpp:2:11: error: ‘C10_CUDA_KERNEL_LAUNCH_CHECK’ was not declared in this scope
+/tmp/ext/k/main.cpp:2:62: error: ‘getCurrentCUDAStream’ is not a member of ‘at::cuda’
+"""
+STREAM_NVCC = 'd.cu(3): error: namespace "at::cuda" has no member "getCurrentCUDAStream"\n'
+REMOVED_TYPE_NVCC = ('c.cu(5): error: no suitable conversion function from "const at::DeprecatedTypeProperties" to '
+                     '"c10::ScalarType" exists\n')
+GXX_FLAG_TO_NVCC = "nvcc fatal   : Unknown option '-march=native'\n"
+NVCC_FLAG_TO_GXX = "c++: error: unrecognized command-line option ‘--use_fast_math’; did you mean ‘--fast-math’?\n"
+OLD_ARCH = "nvcc fatal   : Unsupported gpu architecture 'compute_70'\n"
+MISSING_LIBRARY = """FAILED: k.so
+c++ main.o -shared -lkbench_no_such_lib -o k.so
+/usr/bin/ld: cannot find -lkbench_no_such_lib: No such file or directory
+collect2: error: ld returned 1 exit status
+"""
+HOST_COMPILER = ("/usr/local/cuda/include/crt/host_config.h:143:2: error: #error -- unsupported GNU version! gcc "
+                 "versions later than 12 are not supported!\n")
+
+
+def test_missing_include_is_named_for_nvcc_and_gxx():
+    assert build_error_message(LAUNCH_CHECK_NVCC) == (
+        'cuda.cu(6): error: identifier "C10_CUDA_KERNEL_LAUNCH_CHECK" is undefined | hint: C10_CUDA_KERNEL_LAUNCH_CHECK '
+        "needs #include <c10/cuda/CUDAException.h> (torch/extension.h does not include it)")
+    assert build_error_message(MISSING_INCLUDES_GXX).endswith(
+        "hint: C10_CUDA_KERNEL_LAUNCH_CHECK, getCurrentCUDAStream need #include <c10/cuda/CUDAException.h> and "
+        "#include <ATen/cuda/CUDAContext.h> (torch/extension.h does not include them)")
+    assert "#include <ATen/cuda/CUDAContext.h>" in build_error_message(STREAM_NVCC)
+
+
+def test_removed_api_hint_from_nvccs_wording():
+    assert build_error_message(REMOVED_TYPE_NVCC).endswith(REMOVED_API_HINT)
+
+
+def test_flags_given_to_the_wrong_compiler():
+    assert build_error_message(GXX_FLAG_TO_NVCC) == (
+        "nvcc fatal   : Unknown option '-march=native' | hint: '-march=native' is not an nvcc option: host-compiler "
+        "flags go in extra_cflags, or to nvcc as -Xcompiler=-march=native")
+    message = build_error_message(NVCC_FLAG_TO_GXX)
+    assert message.startswith("c++: error: unrecognized command-line option ‘--use_fast_math’")
+    assert message.endswith("hint: '--use_fast_math' is an nvcc option given to the C++ compiler: it goes in "
+                            "extra_cuda_cflags, not extra_cflags")
+    assert "hint" not in build_error_message("c++: error: unrecognized command-line option '-fkbench'\n")
+
+
+def test_toolchain_mismatches_say_so():
+    assert "hint: toolchain mismatch: this nvcc cannot compile for 'compute_70'" in build_error_message(OLD_ARCH)
+    assert "hint: toolchain mismatch: this nvcc does not support the host compiler's version" in build_error_message(
+        HOST_COMPILER)
+    # torch's own check raises before any compiler runs; its line says so itself.
+    exc = ("RuntimeError: The detected CUDA version (12.1) mismatches the version that was used to compile PyTorch "
+           "(13.0). Please make sure to use the same CUDA versions.")
+    assert build_error_message("", fallback=exc) == exc
+
+
+def test_ld_cannot_find_a_library_before_collect2():
+    assert build_error_message(MISSING_LIBRARY) == "/usr/bin/ld: cannot find -lkbench_no_such_lib: No such file or directory"
+
+
 def test_no_error_line_falls_back():
     assert build_error_message("Error building extension 'k'", fallback="RuntimeError: boom") == "RuntimeError: boom"
 
@@ -161,3 +227,37 @@ def test_triton_message_from_the_cause_when_the_text_has_none():
 
 def test_other_exceptions_are_not_triton():
     assert triton_error_line(RuntimeError("at 1:2:\n^\nx")) is None
+
+
+def test_real_triton_compile_error_carries_tritons_line():
+    """Triton's own CompilationError (it compiles for a named target without a GPU).
+    Skipped where Triton is not installed (CI's CPU machine); runs on a GPU machine."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from triton_kernels import relu_kernel
+
+    source = ASTSource(fn=relu_kernel, signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32",
+                                                  "BLOCK_SIZE": "constexpr"}, constexprs={"BLOCK_SIZE": 1024})
+    with pytest.raises(Exception) as raised:
+        triton.compile(source, target=GPUTarget("cuda", 90, 32))
+    assert triton_error_line(raised.value) == (
+        "Triton compile error at 6:8: `y = tl.relu(x)`: "
+        "AttributeError(\"module 'triton.language' has no attribute 'relu'\")")
+
+
+def test_a_caught_build_failure_is_still_the_build_error():
+    """Models wrap the build in try/except and then sys.exit or raise their own error;
+    the compiler's line is what the user needs, whatever came after it."""
+    from types import SimpleNamespace
+
+    from harness.build import import_failure
+    from harness.load import LoadError
+    from harness.records import Status
+
+    hooks = SimpleNamespace(failures=[GCC])
+    for after in (SystemExit(1), RuntimeError("CUDA kernel compilation failed"), LoadError("defines no ModelNew")):
+        assert import_failure(after, hooks, "cpu") == (
+            Status.BUILD_ERROR, "main.cpp:5:3: error: 'foo' was not declared in this scope")
+    assert import_failure(SystemExit(1), SimpleNamespace(failures=[]), "cpu")[0] is Status.LOAD_ERROR

@@ -34,7 +34,7 @@ def full_run(run_cli, tmp_path_factory):
 def test_every_fixture_gets_its_verdict(full_run):
     proc, out = full_run
     results = json.loads((out / "results.json").read_text())["results"]
-    assert len(results) == 12, proc.stderr[-3000:]
+    assert len(results) == 17, proc.stderr[-3000:]
     assert mismatches(results) == []
 
 
@@ -48,7 +48,7 @@ def test_writes_three_files_and_a_log_per_task(full_run):
                 "speedup"} <= r.keys()
         assert Path(r["log_path"]).is_file()
     csv = (out / "results.csv").read_text().splitlines()
-    assert csv[0].startswith("problem,solution_set,solution_path,status") and len(csv) == 13
+    assert csv[0].startswith("problem,solution_set,solution_path,status") and len(csv) == 18
     md = (out / "report.md").read_text()
     assert "## Summary" in md and "fast_1" in md and "## Failures and flags" in md
 
@@ -75,11 +75,28 @@ def test_verbose_build_error_carries_the_compilers_line_and_a_removed_api_hint(f
     assert "error: cannot convert" in Path(r["log_path"]).read_text()  # the full output stays in the log
 
 
+def test_model_style_failures_carry_the_tools_own_line(full_run):
+    """The `styles` set: an nvcc flag given to g++ (verbose=True), a library ld cannot
+    find (torch's load() on a file, verbose=True), a Triton kernel that does not compile."""
+    _, out = full_run
+    by_name = {Path(r["solution_path"]).name: r for r in json.loads((out / "results.json").read_text())["results"]
+               if r["solution_set"] == "styles"}
+    flag = by_name["nvcc_flag_to_gxx.py"]["message"]
+    assert flag.startswith("c++: error: unrecognized command-line option") and "--use_fast_math" in flag.split("|")[0]
+    assert "it goes in extra_cuda_cflags" in flag
+    ld = by_name["ld_missing_library.py"]["message"]
+    assert ld == "/usr/bin/ld: cannot find -lkbench_no_such_lib: No such file or directory"
+    triton = by_name["triton_compile_error.py"]
+    assert triton["status"] == "build_error" and "Triton compile error at 6:8: `y = tl.relu(x)`" in triton["message"]
+    for r in by_name.values():
+        assert "Error building extension" not in r["message"] and "collect2" not in r["message"]
+
+
 def test_gate_fails_the_run_and_table_printed(full_run):
     proc, _ = full_run
     assert proc.returncode == 1
     assert "level1/2_Hinge" in proc.stdout and "verdict" in proc.stdout  # the final table is data: stdout
-    assert "gate: 10 of 12 tasks failed" in proc.stderr
+    assert "gate: 13 of 17 tasks failed" in proc.stderr
 
 
 def test_unmatched_solution_file_is_reported(full_run):

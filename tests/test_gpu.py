@@ -1,5 +1,8 @@
 """On a CUDA GPU: the founding problems against CUDA fixtures of every failure
-kind, and kbench's own solution set. Skipped (visibly) without a GPU."""
+kind (set `faults`) and of the styles models write (set `styles`: verbose builds,
+flags given to the wrong compiler, a missing include, a removed torch API, a Triton
+compile error, METR's Model-only files), and kbench's own solution set. Skipped
+(visibly) without a GPU."""
 import json
 
 import pytest
@@ -21,7 +24,7 @@ def faults_run(run_cli, tmp_path_factory):
 def test_every_cuda_fixture_gets_its_verdict(faults_run):
     proc, out = faults_run
     results = json.loads((out / "results.json").read_text())["results"]
-    assert len(results) == 9, proc.stderr[-3000:]
+    assert len(results) == 15, proc.stderr[-3000:]  # faults (9) and styles (6: model-written build errors, METR)
     assert mismatches(results) == []
 
 

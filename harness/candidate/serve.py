@@ -80,18 +80,19 @@ class Candidate:
             status, message = build.import_failure(e, self.hooks, self.device.type)
             return self.reply({**base, "ok": False, "status": status.value, "message": message})
         torch.manual_seed(msg["seed"])
+        cls, name = load.candidate_class(module)
         try:
             with torch.device(self.device):
-                model = module.ModelNew(*init)
+                model = cls(*init)
                 if isinstance(model, torch.nn.Module):
                     model = precision.cast_model(model.to(self.device), cast_to)
         except (Exception, SystemExit) as e:  # noqa: BLE001
             return self.reply({**base, "ok": False, "status": "load_error",
-                               "message": f"ModelNew(*get_init_inputs()) raised: {load.last_line(e)}"})
+                               "message": f"{name}(*get_init_inputs()) raised: {load.last_line(e)}"})
         _share_weights(model, dict(state))
         self.model = model
         self.clock = timer.make_clock(self.device)
-        self.reply({**base, "ok": True})
+        self.reply({**base, "ok": True, "candidate_class": name})
 
     def call(self, inputs: list) -> Any:
         before = guard.live_threads()
@@ -215,6 +216,8 @@ class Candidate:
                 traceback.print_exc()
                 err = load.last_line(e) if isinstance(e, BaseException) else str(e)
                 kind = "out_of_memory" if isinstance(e, torch.OutOfMemoryError) else "exception"
+                if load.triton_error_line(e):
+                    kind = "compile_error"  # Triton compiles at a kernel's first call, in forward
                 if isinstance(e, SystemExit):
                     err = f"the solution called sys.exit({e.code!r})"
                 channel.send(self.sock, {"error": err[:600], "kind": kind, "tampered": self._tampered()})

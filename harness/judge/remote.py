@@ -42,7 +42,8 @@ class CandidateHung(Exception):
 
 
 class CandidateError(Exception):
-    """The solution raised inside a request; kind is 'exception' or 'out_of_memory'."""
+    """The solution raised inside a request; kind is 'exception', 'out_of_memory' or
+    'compile_error' (a Triton kernel that does not compile)."""
 
     def __init__(self, message: str, kind: str, tampered: list):
         super().__init__(message)

@@ -166,6 +166,8 @@ class Judge:
             self.note_tampering(e.tampered, when)
             if e.kind == "out_of_memory":
                 raise TaskFailed(Status.RUNTIME_ERROR, f"out of GPU memory during {self.phase_name}: {e}")
+            if e.kind == "compile_error":  # a kernel that does not compile is a build error, wherever it compiles
+                raise TaskFailed(Status.BUILD_ERROR, f"during {self.phase_name}: {e}")
             raise TaskFailed(Status.RUNTIME_ERROR, f"during {self.phase_name}: {e}")
         self.note_tampering(reply.get("tampered") or [], when)
         return reply, blobs
@@ -226,6 +228,8 @@ class Judge:
                "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds, [], by_copy=False)}
         reply, _ = self.ask(msg, fds, "at import", limits.for_import())
         self.sandbox = reply.get("sandbox") if isinstance(reply.get("sandbox"), str) else None
+        if reply.get("candidate_class") == "Model":  # the judge words the note; the reply only names a class
+            self.notes.append("no ModelNew in the solution file: its Model is the candidate (METR's format)")
         if not reply.get("ok"):
             try:
                 status = Status(reply.get("status"))
