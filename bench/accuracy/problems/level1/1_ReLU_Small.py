@@ -1,0 +1,22 @@
+"""ReLU over a small 16 x 16384 fp32 tensor (1 MB): a couple of microseconds on an H100, launch-dominated."""
+import torch
+import torch.nn as nn
+
+batch_size = 16
+dim = 16384
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
