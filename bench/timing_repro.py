@@ -39,7 +39,9 @@ TASKS = ("level1/4_Softmax", "level1/5_CosineSimilarityLoss", "level1/6_SiLU", "
          "level2/9_Linear_BiasAdd_GELU", "level1/11_MSELoss")
 RUNS = 3
 LOADERS = 16
-KBENCH_ARGS = ("--time-budget", "4")
+# Correctness was judged with kbench's defaults by timing_accuracy.py's run of the same files; here one
+# trial without the float64 reference keeps six runs well inside one device command. Timing is unchanged.
+KBENCH_ARGS = ("--time-budget", "4", "--trials", "1", "--no-fp64")
 LOADER_TU = """// bench/timing_repro.py: compiled over and over to load the host as kbench's builds do.
 #include <torch/extension.h>
 torch::Tensor f(torch::Tensor x) { return torch::relu(x * 2 + 1).sum(0); }
@@ -123,12 +125,13 @@ def render(table: dict, load: dict, command: str, device: str, wall_s: float) ->
         for condition, s in (("quiet", quiet), ("loaded", loaded)):
             rows.append([task, condition, tt.us(s["faster_us"]), " ".join(f"{x:.3f}" for x in s["speedups"]) or "-",
                          pct(s["spread"]), pct(s["ref_spread"]), pct(s["sol_spread"]),
-                         "-" if s["target"] is None else f"{s['target']:.0%}", "yes" if s["met"] else "NO",
+                         "-" if s["target"] is None else f"{s['target']:.0%}",
+                         "-" if s["target"] is None else ("yes" if s["met"] else "NO"),
                          ", ".join(s["clocks"])])
         shift = (statistics.median(loaded["speedups"]) / statistics.median(quiet["speedups"]) - 1
                  if loaded["speedups"] and quiet["speedups"] else None)
         rows.append([task, "loaded vs quiet", "", "median speedup moved", pct(shift), "", "", "", "", ""])
-    met = [table[c][t]["met"] for c in ("quiet", "loaded") for t in TASKS]
+    met = [table[c][t]["met"] for c in ("quiet", "loaded") for t in TASKS if table[c][t]["target"] is not None]
     return "\n".join([
         "# Timing reproducibility: speedup spread over separate kbench runs",
         "",

@@ -34,3 +34,71 @@ def test_dry_run_refuses_a_solution_whose_forward_does_not_match(tmp_path):
     bad.write_text(bad.read_text().replace("def forward(self, x: torch.Tensor)", "def forward(self, x, y)"))
     with pytest.raises(AssertionError, match="ModelNew.forward takes 2 inputs"):
         timing_tasks.validate(problems, solutions)
+
+
+def _row(problem: str, solution: str, ref_ms: float, sol_ms: float) -> dict:
+    side = {"median_ms": 0, "iqr_ms": 0.0, "n": 10, "clock": "cuda_events", "host_ms": 0.01}
+    return {"problem": problem, "solution_path": solution, "status": "ok", "message": "", "flags": [],
+            "ref_ms": ref_ms, "sol_ms": sol_ms, "speedup": ref_ms / sol_ms, "timing": {"ref": side, "sol": side}}
+
+
+def test_accuracy_targets_from_synthetic_results():
+    """The report's arithmetic: 5% + 1 us per launch per side; a wait recovered within 3% or 1 us."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_accuracy as acc
+
+    wait = "level1/12_Tanh"
+    results = {"run": {"device": "test"}, "results": [
+        _row("level1/4_Softmax", "/w/4_Softmax.py", 0.100, 0.0546),  # sol: 2 launches of 50 us -> 4.5 us allowed
+        _row(wait, "/w/wait_0us.py", 0.005, 0.006),
+        _row(wait, "/w/wait_10us.py", 0.005, 0.0165),  # recovered 10.5 us: within 1 us
+        _row(wait, "/w/wait_50us.py", 0.005, 0.058),  # recovered 52 us: beyond 1.5 us
+        _row(wait, "/w/wait_2000us.py", 0.005, 2.050),  # recovered 2044 us: within 60 us
+    ]}
+
+    def prof(sum_us: float, launches: int) -> dict:
+        return {"sum_us": sum_us, "launches": launches, "ops_us": {"spin_wait_kernel(long long)": sum_us - 5}}
+
+    profiled = {"ref": {"tasks": {"/w/4_Softmax.py": prof(95.0, 1)}},
+                "sol": {"tasks": {"/w/4_Softmax.py": prof(50.0, 2), "/w/wait_0us.py": prof(5.0, 1)}}}
+    for p in ("/w/wait_0us.py", "/w/wait_10us.py", "/w/wait_50us.py", "/w/wait_2000us.py"):
+        profiled["ref"]["tasks"][p] = prof(4.0, 1)
+    rows = acc.build_rows(results, profiled)
+    softmax = rows[0]
+    assert softmax["ref"]["met"] and softmax["ref"]["allowed_us"] == 95.0 * 0.05 + 1.0
+    assert not softmax["sol"]["met"] and round(softmax["sol"]["error_us"], 6) == 4.6
+    assert rows[2]["sol"]["profiler"] == {"error": "not profiled"} and not rows[2]["sol"]["met"]
+    waits = {w["wait_us"]: w for w in acc.wait_rows(rows)}
+    assert waits[10]["met"] and not waits[50]["met"] and waits[2000]["met"]
+    assert round(waits[2000]["recovered_us"], 6) == 2044.0
+    text = acc.render(rows, list(waits.values()), results["run"], "cmd", 1.0)
+    assert "**6 of 10 sides within 5% + 1 us per launch.**" in text and "**2 of 3 waits" in text
+
+
+def test_repro_spread_and_targets():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_repro as repro
+
+    def run(speedup: float, ref_us: float, sol_us: float) -> dict:
+        side = lambda x: {"us": x, "clock": "cuda_events"}  # noqa: E731
+        return {"tasks": {"t": {"status": "ok", "speedup": speedup, "ref": side(ref_us), "sol": side(sol_us)}}}
+
+    big = repro.summarize([run(2.00, 400, 200), run(2.03, 400, 197), run(2.01, 401, 199)], "t")
+    assert big["target"] == 0.02 and round(big["spread"], 4) == 0.015 and big["met"]
+    small = repro.summarize([run(1.0, 50, 50), run(1.06, 50, 47), run(1.0, 50, 50)], "t")
+    assert small["target"] == 0.05 and not small["met"]
+    tiny = repro.summarize([run(1.0, 5, 5)] * 3, "t")
+    assert tiny["target"] is None and not tiny["met"]
+    table = {c: {t: big for t in repro.TASKS} for c in ("quiet", "loaded")}
+    text = repro.render(table, {"compiles": 40, "loadavg_before": 0.5, "loadavg_after": 17.0}, "cmd", "test", 1.0)
+    assert f"**{2 * len(repro.TASKS)} of {2 * len(repro.TASKS)} within target**" in text
+
+
+def test_profiled_ops_split_into_calls_at_each_flush():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_accuracy as acc
+
+    names = ["f", "a", "b", "f", "f2", "a", "f", "a", "b", "c"]  # a flush may be two kernels in a row
+    ops = [{"name": n, "ts": i, "dur": 1.0} for i, n in enumerate(names)]
+    calls = acc.split_calls([{"name": "x", "ts": -1, "dur": 1.0}, *ops], {"f", "f2"})  # "x": before any flush
+    assert [[op["name"] for op in call] for call in calls] == [["a", "b"], ["a"], ["a", "b", "c"]]
