@@ -87,8 +87,8 @@ def eval_task(spec: TaskSpec, args: WorkerArgs, version: str, built: BuildResult
         return work.failed(spec, Status.SKIPPED, "not run: this worker's GPU failed its health check after an "
                            f"earlier task ({worker.address})"), ""
     result, log = work.run_task(spec, host, _take_spare(spec, host))
-    if spec.options.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-        _healthy[host.gpu_index] = launch.gpu_healthy(host.gpu_index)
+    if spec.options.device == "cuda":
+        _healthy[host.gpu_index] = launch.healthy_after(result, host.gpu_index)
     _start_spare(spec, host)
     return result, log
 

@@ -265,8 +265,8 @@ class LocalExecutor:
         problem = work.task_of(spec, host.cache_dir).problem_path
         result = work.evaluate_built(spec, item.built, host, item.path, child,
                                      self.shapes(problem) if item.built.ok else None)
-        if self.device == "cuda" and result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-            state["healthy"] = launch.gpu_healthy(host.gpu_index)
+        if self.device == "cuda":
+            state["healthy"] = launch.healthy_after(result, host.gpu_index)
             if not state["healthy"]:
                 self.events.note(f"GPU {host.gpu_index or 0} failed its health check; its remaining tasks are skipped")
         if self.warm and not ready and item.built.ok:

@@ -97,12 +97,6 @@ class GraphSampler:
         return timer.Sample(s.ms / self.calls, s.wall_ms / self.calls, host,
                             NAME if s.clock == timer.CudaClock.HELD else s.clock)
 
-    def sample(self) -> tuple[float, float]:
-        """One replay: the mean call's (timed ms, wall ms)."""
-        self.queue()
-        s = self.finish()
-        return s.ms, s.wall_ms
-
     def outputs(self) -> list:
         return self._outs
 

@@ -179,6 +179,14 @@ def gpu_healthy(gpu: int | None = None, timeout: float = 60.0) -> bool:
     return False
 
 
+def healthy_after(result: TaskResult, gpu: int | None) -> bool:
+    """Whether `gpu` can take the next task after `result`: checked (gpu_healthy)
+    only after a task that crashed, hung or raised, which may have broken it."""
+    if result.status not in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
+        return True
+    return gpu_healthy(gpu)
+
+
 def _scratch_log() -> Path:
     import tempfile
 

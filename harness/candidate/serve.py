@@ -156,7 +156,7 @@ class Candidate:
         else:
             return self.reply({"error": "release without a queued call", "kind": "protocol"})
         self.reply({"ms": s.ms, "wall_ms": s.wall_ms, "host_ms": s.host_ms, "clock": s.clock,
-                    "why": getattr(self.clock, "why", None), "fp": fp, "threads": self.threads_left[:3]},
+                    "why": self.clock.why, "fp": fp, "threads": self.threads_left[:3]},
                    guard_check=False)
 
     def op_graph_capture(self, msg: dict, fds: list[int]) -> None:

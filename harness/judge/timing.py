@@ -91,19 +91,24 @@ class Timer:
         self.last_inputs = []  # one set of the judge's inputs alive at a time (6.4 GB for the softmax)
         return self.j.make_inputs(self.seed)
 
-    def ref_sample(self, inputs: list, fp_seed: int, fn: Callable | None = None, side: Side | None = None) -> list:
-        """One reference call, queued then released as a candidate's is; its
-        projection. Adds the sample to `side` when one is given."""
+    def ref_sample(self, inputs: list, fp_seed: int, side: Side, fn: Callable | None = None) -> list:
+        """One reference call (or the baseline's, `fn`), queued then released as a
+        candidate's is, added to `side`; its projection."""
         fn = fn or self.j.call_reference
         holder: list = []
+        return self._timed_here(lambda: self.clock.queue(lambda: holder.append(fn(inputs))), self.clock.finish,
+                                lambda: fingerprint.project(holder[-1], fp_seed), side)
+
+    def _timed_here(self, queue: Callable, finish: Callable, project: Callable, side: Side, calls: int = 1) -> Any:
+        """A sample in this process, its two halves timed as sol_sample times the
+        candidate's two requests (per call of a replay of `calls`); the projection."""
         t0 = _perf()
-        self.clock.queue(lambda: holder.append(fn(inputs)))
+        queue()
         t1 = _perf()
-        s = self.clock.finish()
-        fp = fingerprint.project(holder[-1], fp_seed)
+        s = finish()
+        fp = project()
         t2 = _perf()
-        if side is not None:
-            _add(side, s, (t2 - t1) * 1e3, (t1 - t0) * 1e3, getattr(self.clock, "why", None))
+        _add(side, s, (t2 - t1) * 1e3 / calls, (t1 - t0) * 1e3 / calls, self.clock.why)
         return fp
 
     def sol_sample(self, fp_seed: int, side: Side, graph: bool = False, calls: int = 1) -> Any:
@@ -113,7 +118,7 @@ class Timer:
         self.j.ask({"op": "graph_sample" if graph else "sample"}, when="while being timed", limit=self.sample_limit)
         queued_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
         if self.sample_limit.first:  # the timing inputs' shape was new; it is not any more
-            self.sample_limit = self.j.call_limit(self.lent, "a timed call")
+            self.sample_limit = self.release_limit = self.j.call_limit(self.lent, "a timed call")
         reply, _ = self.j.ask({"op": "release", "fp_seed": fp_seed}, when="while being timed", limit=self.release_limit)
         released_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
         s = _sample(reply)
@@ -199,12 +204,12 @@ class Timer:
         inputs = self.fresh()
         self.write_lent(inputs)
         s_fp = self.sol_sample(self.fp_seed, sol)
-        r_fp = self.ref_sample(inputs, self.fp_seed, side=ref)
+        r_fp = self.ref_sample(inputs, self.fp_seed, ref)
         self._check_fp(s_fp, r_fp)
         if len(sol.ms) % MUTATION_EVERY == 0 and not check.same_inputs(self.lent, inputs):
             self.j.flags.add(Flag.INPUT_MUTATION)
         if base is not None:
-            self.ref_sample(inputs, self.fp_seed, self.baseline, side=base)
+            self.ref_sample(inputs, self.fp_seed, base, self.baseline)
         self.last_inputs = inputs
 
     def _check_fp(self, sol_fp: Any, ref_fp: list) -> None:
@@ -274,13 +279,8 @@ class Timer:
         def pair(ref: Side, sol: Side, base: Side | None) -> None:
             self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
             s_fp = self.sol_sample(self.fp_seed, sol, graph=True, calls=plan.calls)
-            t0 = _perf()
-            ref_graph.queue()
-            t1 = _perf()
-            r = ref_graph.finish()
-            r_fp = fingerprint.project_many(ref_graph.outputs(), self.fp_seed)
-            t2 = _perf()
-            _add(ref, r, (t2 - t1) * 1e3 / plan.calls, (t1 - t0) * 1e3 / plan.calls, None)
+            r_fp = self._timed_here(ref_graph.queue, ref_graph.finish,
+                                    lambda: fingerprint.project_many(ref_graph.outputs(), self.fp_seed), ref, plan.calls)
             if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
                 raise TaskFailed(Status.INCORRECT, "the candidate's graph returned no projection for its timed calls")
             for a, b in zip(s_fp, r_fp):
