@@ -47,22 +47,35 @@ def device_ops(prof, scratch: Path) -> list[dict]:
     return sorted(ops, key=lambda e: e["ts"])
 
 
-def split_calls(ops: list[dict], flush_names: set[str]) -> list[list[dict]]:
-    """The ops after each flush, up to the next one: one list per call."""
-    calls, in_flush = [], False
+def split_calls(ops: list[dict], marker_names: set[str], flush_seq: list[str]) -> list[list[dict]]:
+    """One list of ops per call. Each call is queued as marker, flush, marker, call;
+    the ops between two markers are a flush where they are exactly the flush's own
+    ops, and a call where they follow a flush. Splitting on the flush's own kernel
+    names alone mistook a model's memset (MSELoss's mean) for a flush."""
+    segments = _segments(ops, marker_names)
+    return [seg for prev, seg in zip(segments, segments[1:])
+            if [o["name"] for o in prev] == flush_seq and [o["name"] for o in seg] != flush_seq]
+
+
+def _segments(ops: list[dict], marker_names: set[str]) -> list[list[dict]]:
+    """The ops after each marker, up to the next one."""
+    segments: list[list[dict]] = []
     for op in ops:
-        if op["name"] in flush_names:
-            if not in_flush:
-                calls.append([])
-            in_flush = True
-        else:
-            in_flush = False
-            if calls:
-                calls[-1].append(op)
-    return calls
+        if op["name"] in marker_names:
+            segments.append([])
+        elif segments:
+            segments[-1].append(op)
+    return segments
 
 
-def profile_task(task: dict, side: str, flush, flush_names: set[str], scratch: Path) -> dict:
+def _marker() -> None:
+    """A kernel no model launches, around each flush (torch's own GPU spin, 1 cycle)."""
+    import torch
+
+    torch.cuda._sleep(1)
+
+
+def profile_task(task: dict, side: str, flush, markers: dict, scratch: Path) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -87,13 +100,15 @@ def profile_task(task: dict, side: str, flush, flush_names: set[str], scratch: P
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(CALLS + 1):
+                _marker()
                 flush()
+                _marker()
                 model(*inputs)
             torch.cuda.synchronize()
     # The first call is dropped: a profiling session can miss its first records.
-    calls = split_calls(device_ops(prof, scratch), flush_names)[1:]
+    calls = split_calls(device_ops(prof, scratch), markers["names"], markers["flush"])[1:]
     if not CALLS - 2 <= len(calls) <= CALLS:
-        raise RuntimeError(f"{len(calls) + 1} flushes seen in the trace for {CALLS + 1} calls")
+        raise RuntimeError(f"{len(calls) + 1} calls after a flush seen in the trace for {CALLS + 1} calls")
     sums = [sum(op["dur"] for op in call) for call in calls]
     by_name: dict[str, list[float]] = {}
     for call in calls:
@@ -124,21 +139,31 @@ def profile_child(side: str, spec_path: str) -> None:
     flush = flush_buf.sum
     for _ in range(3):
         flush()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # learn the names of the flush's own kernels
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # learn the names of the marker's and the flush's kernels
         for _ in range(3):
+            _marker()
+        torch.cuda.synchronize()
+    marker_names = {op["name"] for op in device_ops(prof, scratch)}
+    assert marker_names, "the profiler recorded no kernel of the marker"
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(4):
+            _marker()
             flush()
         torch.cuda.synchronize()
-    flush_names = {op["name"] for op in device_ops(prof, scratch)}
+    seqs = [[o["name"] for o in seg] for seg in _segments(device_ops(prof, scratch), marker_names)]
+    flush_names = seqs[-1]  # the flush's ops in order, from its last (fully recorded) run
     assert flush_names, "the profiler recorded no kernel of the L2 flush"
+    markers = {"names": marker_names, "flush": flush_names}
     results = {}
     for task in spec["tasks"]:
         try:
-            results[task["solution_path"]] = profile_task(task, side, flush, flush_names, scratch)
+            results[task["solution_path"]] = profile_task(task, side, flush, markers, scratch)
         except Exception as e:  # noqa: BLE001 - one broken task must not lose the others
             results[task["solution_path"]] = {"error": f"{type(e).__name__}: {e}"[:400]}
         print(f"[profile {side}] {Path(task['solution_path']).name}: {results[task['solution_path']]}"[:300],
               flush=True)
-    Path(spec["out"]).write_text(json.dumps({"flush_names": sorted(flush_names), "tasks": results}))
+    Path(spec["out"]).write_text(json.dumps({"flush_names": flush_names, "marker_names": sorted(marker_names),
+                                             "tasks": results}))
 
 
 def profile_sides(problems: Path, solutions: Path, cache: Path, work: Path) -> dict[str, dict]:

@@ -108,6 +108,7 @@ class SideTiming:
     n: int
     samples_ms: tuple[float, ...] = ()
     # What timed this side: cuda_events (behind a held stream), cuda_graph,
+    # cuda_burst (eager calls back to back in one event pair, where a graph is not valid),
     # host_wall (around a synchronize: the call synchronizes inside),
     # cuda_events_shadow (no held stream on this machine) or cpu_clock.
     clock: Optional[str] = None

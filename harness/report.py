@@ -238,7 +238,8 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "",
         "Times are medians of the device's work: CUDA events around each call, queued with it while the GPU is "
         "held so that the host's dispatch is not timed, with L2 flushed before it (cuda_events); the same inside a "
-        "CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds); host wall time "
+        "CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds), or in bursts of "
+        "eager calls back to back inside one event pair where a graph is not valid (cuda_burst); host wall time "
         "around a device synchronize for a side whose call synchronizes inside (host_wall); or the host clock on "
         "--device cpu (cpu_clock). Host time (ref host, sol host) is how long the host takes to queue one call; "
         "host_bound marks a task where it exceeds a side's device time. Speedup = reference median / solution "

@@ -94,11 +94,16 @@ def test_repro_spread_and_targets():
     assert f"**{2 * len(repro.TASKS)} of {2 * len(repro.TASKS)} within target**" in text
 
 
-def test_profiled_ops_split_into_calls_at_each_flush():
+def test_profiled_ops_split_into_calls_between_markers_around_each_flush():
     sys.path.insert(0, str(ROOT / "bench"))
     import timing_accuracy as acc
 
-    names = ["f", "a", "b", "f", "f2", "a", "f", "a", "b", "c"]  # a flush may be two kernels in a row
-    ops = [{"name": n, "ts": i, "dur": 1.0} for i, n in enumerate(names)]
-    calls = acc.split_calls([{"name": "x", "ts": -1, "dur": 1.0}, *ops], {"f", "f2"})  # "x": before any flush
-    assert [[op["name"] for op in call] for call in calls] == [["a", "b"], ["a"], ["a", "b", "c"]]
+    # Each call is queued as marker M, flush (here a memset and a reduction), M, the call. The
+    # calls here launch a memset of their own, as MSELoss's mean does: it must not split a call.
+    flush = ["memset", "sum"]
+    names = ["x", "M", *flush, "M", "a", "memset", "b", "M", *flush, "M", "a", "M", *flush, "M", "memset", "c"]
+    ops = [{"name": n, "ts": i, "dur": 1.0} for i, n in enumerate(names)]  # "x": before any marker
+    calls = acc.split_calls(ops, {"M"}, flush)
+    assert [[op["name"] for op in call] for call in calls] == [["a", "memset", "b"], ["a"], ["memset", "c"]]
+    # A trace that lost its first records (the first flush cut short) loses that call only.
+    assert len(acc.split_calls(ops[3:], {"M"}, flush)) == 2

@@ -31,7 +31,7 @@ class Candidate:
         self.timing_copies: list[list] = []
         self.last_out: Any = None
         self.clock: Any = None
-        self.graph: graph_clock.GraphSampler | None = None
+        self.graph: graph_clock.GraphSampler | graph_clock.BurstSampler | None = None
         self.hooks = None
         self.threads_left: list[str] = []
         self.pending: str | None = None  # what the next release runs: "call" or "graph"
@@ -160,14 +160,15 @@ class Candidate:
                    guard_check=False)
 
     def op_graph_capture(self, msg: dict, fds: list[int]) -> None:
+        kind = graph_clock.BurstSampler if msg.get("eager") else graph_clock.GraphSampler
         try:
-            self.graph = graph_clock.GraphSampler(self.call, self.timing_copies, self.clock, msg["calls"],
-                                                  keep_all=msg.get("keep_all", False))
+            self.graph = kind(self.call, self.timing_copies, self.clock, msg["calls"], keep_all=msg.get("keep_all", False))
             self.graph.replay()
         except Exception as e:  # noqa: BLE001 - capture rejects syncs, host copies, unjoined streams...
             self.graph = None
             graph_clock.settle(self.clock)
-            return self.reply({"ok": False, "message": f"capture failed: {str(e).splitlines()[0][:200]}"})
+            what = "a burst failed" if msg.get("eager") else "capture failed"
+            return self.reply({"ok": False, "message": f"{what}: {str(e).splitlines()[0][:200]}"})
         self.reply({"ok": True})
 
     def op_graph_sample(self, msg: dict, fds: list[int]) -> None:
@@ -177,7 +178,8 @@ class Candidate:
 
     def op_graph_replay(self, msg: dict, fds: list[int]) -> None:
         self.graph.replay()
-        self.reply({}, self.graph.outputs()[-1], has_payload=True)
+        fp = fingerprint.project_many(self.graph.outputs(), msg.get("fp_seed", 0))
+        self.reply({"fp": fp}, self.graph.outputs()[-1], has_payload=True)
 
     def op_output(self, msg: dict, fds: list[int]) -> None:
         gc.enable()

@@ -21,7 +21,7 @@ import gc
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -152,8 +152,7 @@ class Timer:
         sampler = self._pair_events
         if self._wants_graphs(warm_ref, warm_sol):
             try:
-                sampler, overhead = self._graphs(stats.median(warm_ref), stats.median(warm_sol))
-                clock_name = graph_clock.NAME
+                sampler, overhead, clock_name, note = self._replays(stats.median(warm_ref), stats.median(warm_sol))
             except graph_clock_unavailable as e:
                 note = f"timed with events, not CUDA graphs: {e}"
         ref, sol = Side(), Side()
@@ -177,7 +176,7 @@ class Timer:
         finally:
             gc.enable()
         if clock_name == graph_clock.NAME:
-            # A replay's host time is one launch; the host time that matters is an
+            # A graph replay's host time is one launch (a burst's is its calls'); the host time that matters is an
             # eager call's, from the warm-up (its first call is never held).
             ref.host_ms, sol.host_ms = self.warm[0].host_ms[1:], self.warm[1].host_ms[1:]
         result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
@@ -245,8 +244,13 @@ class Timer:
         ms, _ = self.clock.sample(burst)
         return ms / 10
 
-    # -- graphs ----------------------------------------------------------------
-    def _graphs(self, ref_ms: float, sol_ms: float):
+    # -- graphs, or bursts where a graph is not valid ---------------------------
+    def _replays(self, ref_ms: float, sol_ms: float):
+        """Both sides' calls `plan.calls` at a time in one event pair: captured in CUDA
+        graphs, or where either side's graph is not valid (a launch on the legacy
+        default stream is missing from it, say), run eagerly back to back in bursts.
+        Returns the pair sampler, the event pair's cost per call, the clock's name
+        and a note (why bursts), or raises graph_clock_unavailable (plain events)."""
         flush = self.clock.flush_buf.numel() * self.clock.flush_buf.element_size()
         inputs = self.last_inputs or self.fresh()
         out = self.j.call_reference(inputs)
@@ -260,29 +264,41 @@ class Timer:
         self.j.ask({"op": "bind", "copies": channel.encode(sol_copies, fds, [], by_copy=False)}, fds)
         self.lent = sol_copies[0]  # what the candidate's plain samples read from now on, graphs or not
         try:
-            ref_graph = graph_clock.GraphSampler(self.j.forward_reference, ref_copies, self.clock, plan.calls,
-                                                 plan.keep_all)  # a capture may fail: not the problem's bug
-        except Exception as e:  # noqa: BLE001
+            return (*self._replayed(graph_clock.GraphSampler, plan, ref_copies, sol_copies), graph_clock.NAME, None)
+        except graph_clock_unavailable as e:
+            why = str(e)
+        burst = replace(plan, calls=min(plan.calls, graph_clock.BURST_CALLS))
+        pair, overhead = self._replayed(graph_clock.BurstSampler, burst, ref_copies, sol_copies)
+        return (pair, overhead, graph_clock.BURST_NAME,
+                f"timed in bursts of {burst.calls} eager calls, not CUDA graphs: {why}")
+
+    def _replayed(self, kind: type, plan: graph_clock.Plan, ref_copies: list[list], sol_copies: list[list]):
+        eager = kind is graph_clock.BurstSampler
+        what = f"a burst of {plan.calls} eager calls" if eager else f"a CUDA graph replay of {plan.calls} calls"
+        try:
+            ref_replay = kind(self.j.forward_reference, ref_copies, self.clock, plan.calls, plan.keep_all)
+        except Exception as e:  # noqa: BLE001 - a capture may fail: not the problem's bug
             graph_clock.settle(self.clock)
             raise graph_clock_unavailable(f"the reference cannot be captured: {str(e).splitlines()[0][:200]}") from None
         # A capture may take new paths (capture-safe allocation, cuBLAS workspaces): room as for a first call.
-        capture = self.j.call_limit(None, f"capturing {plan.calls} calls in a CUDA graph", plan.calls, first=True)
-        replay = self.j.call_limit(None, f"a CUDA graph replay of {plan.calls} calls", plan.calls)
-        reply, _ = self.j.ask({"op": "graph_capture", "calls": plan.calls, "keep_all": plan.keep_all}, limit=capture)
+        capture = self.j.call_limit(None, f"capturing {plan.calls} calls in a CUDA graph" if not eager else what,
+                                    plan.calls, first=True)
+        replay = self.j.call_limit(None, what, plan.calls)
+        reply, _ = self.j.ask({"op": "graph_capture", "calls": plan.calls, "keep_all": plan.keep_all, "eager": eager},
+                              limit=capture)
         if not reply.get("ok"):
             raise graph_clock_unavailable(str(reply.get("message"))[:300])
-        self._validate_graphs(ref_graph, ref_copies, sol_copies, replay)
+        self._validate_graphs(ref_replay, ref_copies, sol_copies, replay, "burst" if eager else "graph")
         self.calls_per_sample = plan.calls
-
         self.sample_limit = self.release_limit = replay
 
         def pair(ref: Side, sol: Side, base: Side | None) -> None:
             self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
             s_fp = self.sol_sample(self.fp_seed, sol, graph=True, calls=plan.calls)
-            r_fp = self._timed_here(ref_graph.queue, ref_graph.finish,
-                                    lambda: fingerprint.project_many(ref_graph.outputs(), self.fp_seed), ref, plan.calls)
+            r_fp = self._timed_here(ref_replay.queue, ref_replay.finish,
+                                    lambda: fingerprint.project_many(ref_replay.outputs(), self.fp_seed), ref, plan.calls)
             if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
-                raise TaskFailed(Status.INCORRECT, "the candidate's graph returned no projection for its timed calls")
+                raise TaskFailed(Status.INCORRECT, "the candidate's replay returned no projection for its timed calls")
             for a, b in zip(s_fp, r_fp):
                 self._check_fp(a, b)
 
@@ -302,13 +318,15 @@ class Timer:
         self.j.sync()
         return seeds
 
-    def _validate_graphs(self, ref_graph, ref_copies: list[list], sol_copies: list[list], limit) -> None:
+    def _validate_graphs(self, ref_graph, ref_copies: list[list], sol_copies: list[list], limit,
+                         what: str = "graph") -> None:
         """Replay both graphs on fresh inputs and compare the candidate's last output
         with the eager reference on the inputs it read: a graph that misses work
-        (host code, an unjoined stream, a capture-aware solution) is not timed."""
+        (host code, a launch on the legacy default stream, an unjoined stream, a
+        capture-aware solution) is not timed. Bursts are checked the same way."""
         self._refresh(ref_copies, sol_copies)
         ref_graph.replay()
-        reply, blobs = self.j.ask({"op": "graph_replay"}, limit=limit)
+        reply, blobs = self.j.ask({"op": "graph_replay", "fp_seed": self.fp_seed}, limit=limit)
         sol_out = self.remote.output(reply, blobs, self.j.device)
         last_copy = ref_copies[(ref_graph.calls - 1) % len(ref_copies)]
         expected = self.j.call_reference(check.clone_inputs(last_copy))
@@ -316,7 +334,18 @@ class Timer:
             try:
                 check.compare_outputs(got, expected, None, l2_bound=self.j.timed_bound())
             except check.Mismatch as e:
-                raise graph_clock_unavailable(f"the graph does not recompute the output from new inputs: {name}: {e}") from None
+                raise graph_clock_unavailable(f"the {what} does not recompute the output from new inputs: {name}: {e}") from None
+        # Then every kept output, by projection: one output buffer returned by every call
+        # leaves the earlier calls' outputs overwritten, which eager calls checked one
+        # at a time never show. Such a solution is timed one call at a time.
+        theirs, ours = reply.get("fp"), fingerprint.project_many(ref_graph.outputs(), self.fp_seed)
+        if not isinstance(theirs, list) or len(theirs) != len(ours):
+            raise graph_clock_unavailable(f"the {what}'s replay returned no projection of its outputs")
+        for i, (a, b) in enumerate(zip(theirs, ours)):
+            why = fingerprint.mismatch(a, b, self.j.timed_bound())
+            if why:
+                raise graph_clock_unavailable(f"the {what}'s output of call {i + 1} of {len(ours)} was changed by a "
+                                              f"later call (one output buffer for every call?): {why}")
 
 
 def wants_graphs(cfg: timer.TimingConfig, clock, warm_ref: list[float], warm_sol: list[float]) -> bool:
