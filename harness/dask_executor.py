@@ -113,6 +113,7 @@ def _start_spare(spec: TaskSpec, host: work.Host) -> None:
     if spec.options.device != "cuda":  # on the CPU a waiting judge would only take cores from the task before it
         return
     child = launch.start_worker(host.eval_config(spec.options))
+    launch.prepare(child)  # the only one: it is next
     with _lock:
         old = _spares.pop(host.gpu_index, (None, None))[1]
         _spares[host.gpu_index] = (spec.options, child)

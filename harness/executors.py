@@ -150,10 +150,12 @@ class LocalExecutor:
         self._building = 0
         self._closed = False
         self._lanes: list[threading.Thread] = []
+        self._options = None  # the options of the tasks submitted last: what a judge started early is for
 
     # -- submit ------------------------------------------------------------------
     def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
         fut: Future = Future()
+        self._options = spec.options
         self._start(1)
         self._builds.submit(self._build, spec, log_path, fut)
         return fut
@@ -171,6 +173,8 @@ class LocalExecutor:
             by_task[task.key] = (spec, log_path, fut)
             tasks.append(task)
             futures.append(fut)
+        if items:
+            self._options = items[0][0].options
         self._start(len(items))
 
         def on_done(task, built: BuildResult, log: str) -> None:
@@ -239,6 +243,7 @@ class LocalExecutor:
         state = {"healthy": True}
         try:
             while True:
+                self._start_while_building(host, ready)
                 item, pending = self._take()
                 if item is None:
                     return
@@ -251,6 +256,19 @@ class LocalExecutor:
             for _, c in ready:
                 c.discard()
 
+    def _start_while_building(self, host: work.Host, ready: list) -> None:
+        """Judges started while this lane waits for builds, so that their seconds of
+        `import torch` and CUDA start-up overlap the builds rather than the first
+        tasks (a cold run's first task waited ~10 s for its judge on an H100)."""
+        if not self.depth or ready or self._options is None:
+            return
+        with self._cv:
+            waiting = 0 if self._queue else self._building
+        for _ in range(min(self.depth, waiting)):
+            ready.append((self._options, launch.start_worker(host.eval_config(self._options))))
+        if ready:
+            launch.prepare(ready[0][1])
+
     def _judge(self, host: work.Host, item: _Item, pending: int, ready: list, state: dict) -> TaskResult:
         spec = item.spec
         self.events.started(spec.key)
@@ -262,6 +280,8 @@ class LocalExecutor:
             ready[:] = [(o, c) for o, c in ready if c is not child]
             for _ in range(min(self.depth, pending) - len(ready)):
                 ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
+            if ready:
+                launch.prepare(ready[0][1])  # the next task's judge
         problem = work.task_of(spec, host.cache_dir).problem_path
         result = work.evaluate_built(spec, item.built, host, item.path, child,
                                      self.shapes(problem) if item.built.ok else None)
@@ -271,6 +291,7 @@ class LocalExecutor:
                 self.events.note(f"GPU {host.gpu_index or 0} failed its health check; its remaining tasks are skipped")
         if self.warm and not ready and item.built.ok:
             ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
+            launch.prepare(ready[0][1])
         return result
 
     def close(self, cancel: bool = False) -> None:

@@ -168,6 +168,14 @@ class Child:
             self.results.start()
         self.log = _CappedLog(self.proc.stdout)
 
+    def tell(self, line: str) -> None:
+        """One line on its stdin, ahead of the one `finish` sends."""
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died waiting; `finish` will say how
+
     def finish(self, log_path: Path, timeout: float, line: str | None = None) -> ChildOutcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()

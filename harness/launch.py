@@ -15,7 +15,8 @@ from pathlib import Path
 
 from . import build
 from .isolate import Child, run_child
-from .records import BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing, from_json_dict
+from .records import (PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing,
+                      from_json_dict)
 
 _CUDA_ERROR = re.compile(r"(CUDA error: .*|.*device-side assert.*|.*illegal memory access.*|Segmentation fault.*)")
 
@@ -60,6 +61,16 @@ def start_worker(cfg: EvalConfig) -> Child:
     if cfg.gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
     return Child(["-m", "harness.judge"], env=env, result_pipe=True)
+
+
+def prepare(child: Child) -> None:
+    """Tell a judge started ahead that it is next: it makes its GPU context and
+    clocks (and has its candidate do the same) before its task arrives. Only the
+    next one: each pair holds ~1 GB of GPU memory once it has a context, and a
+    task may need all of it."""
+    if not getattr(child, "prepared", False):
+        child.prepared = True
+        child.tell(PREPARE_LINE)
 
 
 def evaluate(

@@ -101,6 +101,11 @@ class CheckResult:
     notes: tuple[str, ...] = ()
 
 
+# A line kbench may send a judge started ahead, before its task's spec: make the
+# GPU's context and the clocks now (judge and candidate), as the next judge to be used.
+PREPARE_LINE = '{"prepare": true}'
+
+
 @dataclass(frozen=True)
 class SideTiming:
     median_ms: float

@@ -58,3 +58,34 @@ def test_workers_started_ahead_only_on_gpu_runs(monkeypatch):
     assert pipeline._prestart_depth("cuda") == 1  # one per 4 cores
     monkeypatch.setenv("KBENCH_PRESTART", "0")
     assert pipeline._prestart_depth("cuda") == 0
+
+
+def test_lines_told_ahead_arrive_before_the_task_line(tmp_path):
+    child = Child(["-c", "import sys\nfor line in sys.stdin: print('got', line.strip())"])
+    child.tell("first")
+    child.tell("second")
+    out = child.finish(tmp_path / "d.log", timeout=30, line="task")
+    assert out.returncode == 0
+    assert (tmp_path / "d.log").read_text().split("\n")[:3] == ["got first", "got second", "got task"]
+
+
+def test_a_judge_told_it_is_next_still_judges_its_task(tmp_path):
+    """The executor tells the next judge started ahead to prepare (its GPU context
+    and clocks, on CUDA) before its task arrives; the judge reads that line, then
+    its task. On the CPU there is nothing to prepare, but the protocol is the same."""
+    from harness import launch, work
+    from harness.records import Options, Status, TaskSpec, TimingConfig
+
+    fixtures = ROOT / "tests" / "fixtures" / "cpu"
+    problem = fixtures / "problems" / "level1" / "2_Hinge.py"
+    solution = fixtures / "solutions" / "basic" / "level1" / "2_Hinge" / "torch_ok.py"
+    options = Options(device="cpu", trials=2, timing=TimingConfig(budget_s=0.2))
+    spec = TaskSpec("level1/2_Hinge", "basic", work.source_of(problem), work.source_of(solution), options)
+    host = work.probe_host(tmp_path / "cache", "cpu")
+    built, _ = work.build_one(spec, host)
+    child = launch.start_worker(host.eval_config(options))
+    launch.prepare(child)
+    launch.prepare(child)  # told once only
+    result = work.evaluate_built(spec, built, host, tmp_path / "task.log", child)
+    assert result.status is Status.OK, result.message
+    assert result.speedup is not None

@@ -188,6 +188,15 @@ class Candidate:
     def op_ping(self, msg: dict, fds: list[int]) -> None:
         channel.send(self.sock, {})
 
+    def op_prepare(self, msg: dict, fds: list[int]) -> None:
+        """Before the task, no solution imported yet: the GPU's context and the clock."""
+        if self.model is None and msg.get("device") == "cuda":
+            try:
+                timer.prepare(torch.device("cuda"))
+            except Exception:  # noqa: BLE001 - met again, and reported, when the task needs the GPU
+                pass
+        channel.send(self.sock, {})
+
     def _collect(self) -> None:
         """Free outputs the judge has copied: memory shared over CUDA IPC stays in
         torch's limbo until collected, and the checks' outputs of a 6 GB softmax

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .. import load, sandbox, shapes, stats
-from ..records import Flag, SideTiming, Status, Timing, to_json_dict
+from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, to_json_dict
 from ..timer import TimingConfig
 from .remote import Remote
 from .task import Judge, ProblemFailed, TaskFailed
@@ -203,6 +203,25 @@ def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict
     )
 
 
+def _prepare_device(remote: Remote) -> None:
+    """While waiting for the task, as the next judge to be used: the GPU's context
+    and the clock, here and in the candidate, which would otherwise be made inside
+    the task. A failure here is met again, and reported, where the task needs the GPU."""
+    from .. import timer
+    from .remote import CandidateError, CandidateGone, CandidateHung
+
+    if os.environ.get("KBENCH_DEVICE") != "cuda":
+        return
+    try:
+        timer.prepare(torch.device("cuda"))
+    except Exception:  # noqa: BLE001
+        pass
+    try:  # waits for the candidate's imports, as the task's first request would
+        remote.request({"op": "prepare", "device": "cuda"})
+    except (CandidateError, CandidateGone, CandidateHung):
+        pass
+
+
 def main() -> None:
     result_fd = int(sys.argv[1])
     sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
@@ -216,6 +235,9 @@ def main() -> None:
 
     remote = Remote()
     line = sys.stdin.readline().strip()
+    while line == PREPARE_LINE:
+        _prepare_device(remote)
+        line = sys.stdin.readline().strip()
     if not line:
         remote.close()
         os._exit(0)  # not needed after all
