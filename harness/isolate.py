@@ -218,11 +218,10 @@ class Child:
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
             if any("result" in m for m in list(self.results.messages)):
-                try:
-                    self.proc.wait(timeout=0.5)  # a moment to end the candidate itself
-                except subprocess.TimeoutExpired:
-                    kill_group(self.proc)
-                    self.proc.wait()
+                # A judge sends its result once its candidate is dead; what it would
+                # do after is its own teardown, which a kill ends sooner.
+                kill_group(self.proc)
+                self.proc.wait()
                 return
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(self.proc.args, timeout)

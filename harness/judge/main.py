@@ -248,11 +248,12 @@ def main() -> None:
     try:
         result = run(spec, remote, emit)
         result["worker_seconds"] = time.monotonic() - t0
-        # The result first: kbench may end this process as soon as it has it (the
-        # candidate then dies with it, and kbench sweeps any orphan).
-        emit({"result": result})
     finally:
+        # The candidate and all it started are dead (reaped, their GPU context gone)
+        # before the verdict leaves: kbench ends this process as soon as it has the
+        # result and starts the next task, which nothing of this one may touch.
         remote.close()
+    emit({"result": result})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: CUDA teardown can hang
