@@ -66,8 +66,8 @@ def start_worker(cfg: EvalConfig) -> Child:
 def prepare(child: Child) -> None:
     """Tell a judge started ahead that it is next: it makes its GPU context and
     clocks (and has its candidate do the same) before its task arrives. Only the
-    next one: each pair holds ~1 GB of GPU memory once it has a context, and a
-    task may need all of it."""
+    next one: a pair with CUDA contexts holds GPU memory (the contexts, the flush
+    buffers) that a large task may need."""
     if not getattr(child, "prepared", False):
         child.prepared = True
         child.tell(PREPARE_LINE)
