@@ -27,6 +27,9 @@ _perf = time.perf_counter
 # How often a request past its limit looks again whether the candidate still runs a
 # child process (a compiler), which moves the limit on (see Remote.request).
 BUILD_POLL_S = 2.0
+# How long the end of a task waits for its killed candidate to be reaped before
+# the verdict goes out anyway.
+CLOSE_WAIT_S = 2.0
 
 
 class CandidateGone(Exception):
@@ -146,26 +149,30 @@ class Remote:
 
     def kill(self) -> None:
         """Kill the candidate's process group now, without waiting: a process stuck
-        in the GPU driver may take long to die, and the verdict is not held for it
-        (close, after the result is sent, reaps it and sweeps what it started)."""
+        in the GPU driver may take long to die (close waits for it, boundedly, and
+        sweeps what it started)."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.kill()
 
-    def close(self) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """End the candidate and everything it started (its session's group and
         any orphan, which this subreaper inherits) now: its work is done, and a
-        polite exit would only wait for it (it skips its own teardown either way)."""
+        polite exit would only wait for it (it skips its own teardown either way).
+        The verdict waits at most `wait_s` for it to be reaped: a process killed
+        while its kernel spins on the GPU dies only when the driver lets it go, and
+        then kbench's own sweep reaps it."""
+        self.kill()
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
             pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        sandbox.kill_descendants()
+        # Its group's other members and any orphan it left; not the candidate itself
+        # while it is still dying (waiting on it here would be the wait just bounded).
+        sandbox.kill_descendants(exclude={self.proc.pid} if self.proc.poll() is None else frozenset(),
+                                 deadline_s=wait_s)
         self.sock.close()
         import shutil
 
