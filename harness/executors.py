@@ -119,6 +119,15 @@ class _Item:
     future: Future
 
 
+def _start_ahead(host: work.Host, ready: list, options, count: int) -> None:
+    """`count` more judges started for `options` at the end of `ready`; the first
+    of `ready` is told it is next (it prepares its GPU context before its task)."""
+    for _ in range(count):
+        ready.append((options, launch.start_worker(host.eval_config(options))))
+    if ready:
+        launch.prepare(ready[0][1])
+
+
 class LocalExecutor:
     """This host's GPUs: builds in parallel, one evaluation lane per GPU.
 
@@ -264,10 +273,7 @@ class LocalExecutor:
             return
         with self._cv:
             waiting = 0 if self._queue else self._building
-        for _ in range(min(self.depth, waiting)):
-            ready.append((self._options, launch.start_worker(host.eval_config(self._options))))
-        if ready:
-            launch.prepare(ready[0][1])
+        _start_ahead(host, ready, self._options, min(self.depth, waiting))
 
     def _judge(self, host: work.Host, item: _Item, pending: int, ready: list, state: dict) -> TaskResult:
         spec = item.spec
@@ -278,10 +284,7 @@ class LocalExecutor:
         if item.built.ok:
             child = next((c for o, c in ready if o == spec.options), None)
             ready[:] = [(o, c) for o, c in ready if c is not child]
-            for _ in range(min(self.depth, pending) - len(ready)):
-                ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
-            if ready:
-                launch.prepare(ready[0][1])  # the next task's judge
+            _start_ahead(host, ready, spec.options, min(self.depth, pending) - len(ready))
         problem = work.task_of(spec, host.cache_dir).problem_path
         result = work.evaluate_built(spec, item.built, host, item.path, child,
                                      self.shapes(problem) if item.built.ok else None)
@@ -290,8 +293,7 @@ class LocalExecutor:
             if not state["healthy"]:
                 self.events.note(f"GPU {host.gpu_index or 0} failed its health check; its remaining tasks are skipped")
         if self.warm and not ready and item.built.ok:
-            ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
-            launch.prepare(ready[0][1])
+            _start_ahead(host, ready, spec.options, 1)
         return result
 
     def close(self, cancel: bool = False) -> None:
