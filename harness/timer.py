@@ -210,9 +210,13 @@ def prepare(device: torch.device) -> None:
     """Make the clock a process will time with before its task arrives: on a GPU
     that creates the CUDA context, the flush buffer and the hold kernel's module
     (tenths of a second), which a judge or candidate started ahead then does
-    while it waits rather than inside its task."""
+    while it waits rather than inside its task. A failure here is met again, and
+    reported, where the task makes its clock."""
     if device.type == "cuda" and str(device) not in _prepared:
-        _prepared[str(device)] = CudaClock(device)
+        try:
+            _prepared[str(device)] = CudaClock(device)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def make_clock(device: torch.device) -> _Clock:

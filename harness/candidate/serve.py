@@ -191,10 +191,7 @@ class Candidate:
     def op_prepare(self, msg: dict, fds: list[int]) -> None:
         """Before the task, no solution imported yet: the GPU's context and the clock."""
         if self.model is None and msg.get("device") == "cuda":
-            try:
-                timer.prepare(torch.device("cuda"))
-            except Exception:  # noqa: BLE001 - met again, and reported, when the task needs the GPU
-                pass
+            timer.prepare(torch.device("cuda"))
         channel.send(self.sock, {})
 
     def _collect(self) -> None:
