@@ -95,7 +95,6 @@ class GraphSampler:
                     outs.append(out)
         # The kept outputs stay alive, so their memory is never reused; every replay rewrites them.
         self._outs = outs if keep_all else [out]
-        self.first_call = 0 if keep_all else calls - 1  # the call the first kept output comes from
 
     def replay(self) -> None:
         _replay(self.graph)
@@ -125,7 +124,6 @@ class BurstSampler:
                  keep_all: bool = False):
         self.call, self.copies, self.clock, self.keep_all = call, copies, clock, keep_all
         self.calls = min(calls, BURST_CALLS)
-        self.first_call = 0 if keep_all else self.calls - 1
         self._outs: list = []
 
     def _run(self) -> None:
