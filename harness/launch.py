@@ -131,9 +131,10 @@ def evaluate(
     speedup = timing.speedup if timing else None
     spent = data.get("spent", {})
     not_overhead = spent.get("inputs", 0.0) + spent.get("timing", 0.0) + data.get("phase_seconds", {}).get("compile", 0.0)
-    if Flag.UNTIMED_WORK in flags or Flag.TIMING_MISMATCH in flags:
-        # The events did not see all the work, or the candidate's samples do not fit
-        # the wall time the judge measured: no honest ratio exists.
+    if {Flag.UNTIMED_WORK, Flag.TIMING_MISMATCH, Flag.TAMPERING} & set(flags):
+        # The events did not see all the work, the candidate's samples do not fit the
+        # wall time the judge measured, or it replaced kbench's own code in its process
+        # (its clocks among it, perhaps within the wall-time allowance): no honest ratio exists.
         speedup = None
     message = data["message"]
     if outcome.dropped_log_bytes:
