@@ -25,8 +25,15 @@ FP_SIGMAS = 6.0
 _weights: dict[tuple, torch.Tensor] = {}  # one weight vector per task and output: drawn once, not per call
 
 
+class NotPlain(ValueError):
+    """An output that is not exactly a tensor, a number or a list or tuple of them."""
+
+
 def _leaves(out: Any) -> list:
-    if isinstance(out, (list, tuple)):
+    # Exact types only (and torch's named tuples, torch.max(x, 1)'s, which are C
+    # structures): a subclass's __iter__ would run the solution's code inside the
+    # projection, outside the call the judge times.
+    if type(out) in (list, tuple) or type(out).__module__ == "torch.return_types":
         return [x for item in out for x in _leaves(item)]
     return [out]
 
@@ -76,22 +83,30 @@ STACK_BYTES = 64 << 20
 STACKS_ON = ("cuda",)  # device types
 
 
-def project(out: Any, seed: int) -> list[list[float]]:
+def project(out: Any, seed: int, trusted: bool = False) -> list[list[float]]:
     """[projection, squared norm] per output leaf (non-tensors: their value, 0)."""
-    return project_many([out], seed)[0]
+    return project_many([out], seed, trusted)[0]
 
 
-def project_many(outs: list, seed: int) -> list[list[list[float]]]:
+def project_many(outs: list, seed: int, trusted: bool = False) -> list[list[list[float]]]:
     """project() of each of `outs` (a graph replay's or a burst's kept outputs),
-    with one transfer to the host per device for all of them."""
+    with one transfer to the host per device for all of them. Untrusted outputs
+    (the candidate's) must be exact tensors, numbers, lists and tuples, or
+    NotPlain is raised before any of their code runs; the judge's reference
+    outputs (`trusted`) may be subclasses and other numbers."""
     results: list[list[list[float]]] = []
     groups: dict[tuple, list[tuple[int, torch.Tensor]]] = {}  # (leaf k, numel, device) -> (output i, flat)
     for i, out in enumerate(outs):
         leaves = _leaves(out)
         results.append([[0.0, 0.0]] * len(leaves))
         for k, t in enumerate(leaves):
-            if not isinstance(t, torch.Tensor):
-                results[i][k] = [float(t) if isinstance(t, (int, float, bool)) else 0.0, 0.0]
+            if type(t) is not torch.Tensor and not (trusted and isinstance(t, torch.Tensor)):
+                if not trusted and (isinstance(t, torch.Tensor) or type(t).__module__ != "builtins"):
+                    # A subclass's __float__ or __torch_function__ would run its code here.
+                    raise NotPlain(f"output {k} is a {type(t).__module__}.{type(t).__qualname__}; "
+                                   "return exactly torch.Tensor")
+                number = type(t) in (int, float, bool) or (trusted and isinstance(t, (int, float)))
+                results[i][k] = [float(t) if number else 0.0, 0.0]
                 continue
             t = t.detach()
             if t.is_complex():

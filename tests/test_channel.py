@@ -77,11 +77,12 @@ def test_fingerprint_tells_a_stale_output_from_a_rounded_one():
     assert fingerprint.mismatch([[float("nan"), 1.0]], fp_ref, 1e-5)
 
 
-def _side(ms, outside, queue_outside=None, host=None):
+def _side(ms, outside, queue_outside=None, host=None, project=None):
     s = Side()
     s.ms, s.wall_ms, s.outside_ms = list(ms), list(ms), list(outside)
     s.queue_outside_ms = list(queue_outside or [0.2] * len(s.ms))
     s.host_ms = list(host or [0.01] * len(s.ms))
+    s.project_ms = list(project or [0.3] * len(s.ms))
     return s
 
 
@@ -105,3 +106,19 @@ def test_work_moved_into_the_queuing_half_is_refused_unless_reported_as_host_tim
     assert "queuing" in bound_violation(ref, hidden)
     declared = _side([0.05] * 20, [0.11] * 20, [0.21] * 20, [1.0] * 20)  # the same work, declared as host time
     assert bound_violation(ref, declared) is None
+
+
+def test_the_cpu_release_is_bounded_apart_from_the_flush_and_the_projection():
+    """On the CPU clock the judge's own overhead is mostly the flush (queuing) and
+    the projection, and three times it once bounded the release too: a forger
+    could hide several milliseconds per call there. The release holds only the
+    call, so its bound is its own (CPU: 1 ms); a projection that costs more for
+    an honest reason (a transposed output's copy) stays within its looser one."""
+    ref = _side([1.5] * 20, [0.01] * 20, [1.6] * 20, [0.0] * 20, [0.9] * 20)
+    shrunk = _side([0.0015] * 20, [1.51] * 20, [1.6] * 20, [0.0] * 20, [0.9] * 20)  # a 1.5 ms call claimed as 1.5 us
+    assert bound_violation(ref, shrunk, fraction=3.0) is None  # the old bound: 3x the judge's whole overhead
+    assert "around the calls" in bound_violation(ref, shrunk, fraction=3.0, tight_calls_ms=1.0)
+    woken_late = _side([1.5] * 20, [0.42] * 20, [1.9] * 20, [0.0] * 20, [3.5] * 20)  # honest, transposed output
+    assert bound_violation(ref, woken_late, fraction=3.0, tight_calls_ms=1.0) is None
+    deferred = _side([0.0015] * 20, [0.05] * 20, [1.6] * 20, [0.0] * 20, [9.0] * 20)  # the work done while projecting
+    assert "projection" in bound_violation(ref, deferred, fraction=3.0, tight_calls_ms=1.0)

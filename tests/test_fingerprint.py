@@ -1,6 +1,7 @@
 """The timed calls' output check (harness/fingerprint.py): a burst's outputs are
 projected in one batch, and each output's numbers are the ones it would get alone,
 equal to the projection computed plainly in float64."""
+import pytest
 import torch
 
 from harness import fingerprint
@@ -83,3 +84,31 @@ def test_gpu_outputs_are_stacked_up_to_the_limit(monkeypatch):
     got = fingerprint.project_many(outs, seed=5)
     assert stacked == [3, 2, 3, 2, 2]  # outputs 0-2 and their [proj, norm]; 3-5; 6 alone
     assert all(_close(a[0], b[0]) and _close(a[0], _plain(o, 5)) for a, b, o in zip(got, alone, outs))
+
+
+def test_a_candidates_subclass_output_is_refused_before_its_code_runs():
+    """A subclass's __torch_function__ or __float__ would run the solution's code
+    inside the projection, after the call the judge timed; the reference's outputs
+    (trusted) are projected whatever their type."""
+    ran = []
+
+    class Lazy(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            ran.append(func)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class Sneaky(float):
+        def __float__(self):
+            ran.append("float")
+            return 0.0
+
+    out = torch.randn(64)
+    for bad in (out.as_subclass(Lazy), [out, Sneaky(1.0)], (Sneaky(2.0),)):
+        with pytest.raises(fingerprint.NotPlain, match="return exactly torch.Tensor"):
+            fingerprint.project(bad, 3)
+    assert ran == []
+    assert fingerprint.project(out.as_subclass(Lazy), 3, trusted=True) == fingerprint.project(out, 3)
+    values = torch.max(torch.randn(4, 8), dim=1)  # torch's named tuple: a C structure, iterated
+    assert fingerprint.project(values, 3) == fingerprint.project((values.values, values.indices), 3)
+    assert fingerprint.project([out, 2, 1.5, None], 3)[1:] == [[2.0, 0.0], [1.5, 0.0], [0.0, 0.0]]

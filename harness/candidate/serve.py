@@ -22,6 +22,13 @@ from harness.candidate import custom, guard
 
 
 class Candidate:
+    # No instance dictionary: a solution that finds this object (through the stack)
+    # cannot shadow a method with an attribute of its own (a `reply` that rewrites
+    # times, a `call` that defers work to the projection); the methods are the
+    # class's, whose members the guard watches.
+    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "timing_copies", "last_out", "clock",
+                 "graph", "hooks", "threads_left", "pending", "released")
+
     def __init__(self, sock: socket.socket, scratch: str):
         self.sock, self.scratch = sock, scratch
         self.device = torch.device("cpu")
@@ -35,6 +42,7 @@ class Candidate:
         self.hooks = None
         self.threads_left: list[str] = []
         self.pending: str | None = None  # what the next release runs: "call" or "graph"
+        self.released: str | None = None  # what the next projection reads: "call" or "graph"
 
     # -- replies ---------------------------------------------------------------
     def reply(self, header: dict, payload: Any = None, has_payload: bool = False, guard_check: bool = True) -> None:
@@ -145,19 +153,33 @@ class Candidate:
         self.reply({"queued": True}, guard_check=False)
 
     def op_release(self, msg: dict, fds: list[int]) -> None:
-        """The second half: the call runs; its times and the projection of its output."""
+        """The second part: the call runs; its times. The judge times this request
+        apart from the projection's, so its bound holds the call alone."""
         pending, self.pending = self.pending, None
         if pending == "graph":
             s = self.graph.finish()
-            fp = fingerprint.project_many(self.graph.outputs(), msg["fp_seed"])
         elif pending == "call":
             s = self.clock.finish()
-            fp = fingerprint.project(self.last_out, msg["fp_seed"])
         else:
             return self.reply({"error": "release without a queued call", "kind": "protocol"})
+        self.released = pending
         self.reply({"ms": s.ms, "wall_ms": s.wall_ms, "host_ms": s.host_ms, "clock": s.clock,
-                    "why": self.clock.why, "fp": fp, "threads": self.threads_left[:3]},
+                    "why": self.clock.why, "threads": self.threads_left[:3]},
                    guard_check=False)
+
+    def op_project(self, msg: dict, fds: list[int]) -> None:
+        """The third part: the projection of the released call's output(s)."""
+        released, self.released = self.released, None
+        try:
+            if released == "graph" and type(self.graph) in (graph_clock.GraphSampler, graph_clock.BurstSampler):
+                fp = fingerprint.project_many(type(self.graph).outputs(self.graph), msg["fp_seed"])
+            elif released == "call":
+                fp = fingerprint.project(self.last_out, msg["fp_seed"])
+            else:
+                return self.reply({"error": "projection without a released call", "kind": "protocol"})
+        except fingerprint.NotPlain as e:
+            return self.reply({"fp": None, "why": str(e)}, guard_check=False)
+        self.reply({"fp": fp}, guard_check=False)
 
     def op_graph_capture(self, msg: dict, fds: list[int]) -> None:
         kind = graph_clock.BurstSampler if msg.get("eager") else graph_clock.GraphSampler
@@ -213,9 +235,11 @@ class Candidate:
             op = msg.get("op")
             if op == "exit":
                 return
-            handler = getattr(self, f"op_{op}", None)
+            # Looked up on the class, whose members the guard watches: an attribute set
+            # on this instance (by a solution that found it) does not answer a request.
+            handler = getattr(Candidate, f"op_{op}", None) if isinstance(op, str) else None
             try:
-                handler(msg, fds)
+                handler(self, msg, fds)
             except (Exception, SystemExit) as e:  # noqa: BLE001 - the solution raised: report, keep serving
                 import traceback
 
