@@ -122,3 +122,15 @@ def test_the_cpu_release_is_bounded_apart_from_the_flush_and_the_projection():
     assert bound_violation(ref, woken_late, fraction=3.0, tight_calls_ms=1.0) is None
     deferred = _side([0.0015] * 20, [0.05] * 20, [1.6] * 20, [0.0] * 20, [9.0] * 20)  # the work done while projecting
     assert "projection" in bound_violation(ref, deferred, fraction=3.0, tight_calls_ms=1.0)
+
+
+def test_a_cpu_candidate_that_skips_the_cache_flush_is_refused():
+    """The CPU clock's queuing is the flush; a candidate that swapped its flush
+    buffer for one element queues in a fifth of the judge's time, and its calls
+    then run on warm caches. The GPU clock has no such floor (not measured yet)."""
+    ref = _side([1.5] * 20, [0.01] * 20, [1.9] * 20, [0.0] * 20, [0.9] * 20)
+    honest = _side([1.5] * 20, [0.2] * 20, [1.6] * 20, [0.0] * 20, [0.9] * 20)
+    assert bound_violation(ref, honest, 3.0, 1, 1.0, 0.5) is None
+    unflushed = _side([1.3] * 20, [0.2] * 20, [0.37] * 20, [0.0] * 20, [0.9] * 20)
+    assert "did not flush" in bound_violation(ref, unflushed, 3.0, 1, 1.0, 0.5)
+    assert bound_violation(ref, unflushed, 3.0, 1, 1.0) is None

@@ -17,7 +17,9 @@ def test_a_replaced_method_on_a_kbench_class_is_named():
     original = timer.CpuClock.finish
     timer.CpuClock.finish = lambda self, *a, **k: original(self, *a, **k)
     try:
-        assert guard.changed(before) == ["harness.timer.CpuClock.finish"]
+        touched = guard.changed(before)
+        assert "harness.timer.CpuClock.finish" in touched
+        assert all(name.startswith("harness.timer.CpuClock.finish") for name in touched)  # and its code
     finally:
         timer.CpuClock.finish = original
     assert guard.changed(before) == []
@@ -33,3 +35,37 @@ def test_a_replaced_kbench_global_and_torch_function_are_named():
     finally:
         timer._perf_counter, torch.softmax = original_counter, original_softmax
     assert guard.changed(before) == []
+
+
+def test_a_swapped_code_object_is_named():
+    """Assigning a function's __code__ leaves the function object (what the
+    guard first recorded) where it was, and changes what it does."""
+    before = guard.snapshot()
+    fn = timer.CpuClock.queue
+    original = fn.__code__
+
+    def queue(self, fn):
+        self._fn = fn  # no flush
+
+    fn.__code__ = queue.__code__
+    try:
+        assert guard.changed(before) == ["harness.timer.CpuClock.queue.__code__"]
+    finally:
+        fn.__code__ = original
+    assert guard.changed(before) == []
+
+
+def test_a_method_shadowed_on_a_kbench_instance_is_named():
+    """A solution that finds the candidate's clock through the stack can set a
+    `queue` on the instance (one that sleeps instead of flushing): nothing global
+    changes, so the guard looks at the objects themselves."""
+    clock = timer.CpuClock()
+    assert guard.shadowed({"clock": clock, "sampler": None}) == []
+    clock.queue = lambda fn: None
+    assert guard.shadowed({"clock": clock}) == ["harness.timer.CpuClock.queue on its instance"]
+
+    class Fake:
+        def finish(self):
+            return None
+
+    assert guard.shadowed({"clock": Fake()}) == [f"the candidate's clock (now a {__name__}.{Fake.__qualname__})"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 # Attributes a solution could patch to fake a time, a sync or a comparison.
@@ -86,18 +87,48 @@ def snapshot() -> dict[str, int]:
         if mod_name.startswith(HARNESS_PREFIX) and mod is not None:
             for key, value in list(vars(mod).items()):
                 if not (key.startswith("__") and key.endswith("__")):
-                    snap[f"{mod_name}.{key}"] = id(value)
+                    _record(snap, f"{mod_name}.{key}", value)
                     # A method replaced on one of kbench's classes (a clock's finish, say)
                     # leaves the class, the global above, where it was.
                     if isinstance(value, type) and value.__module__ == mod_name:
                         for attr, member in list(vars(value).items()):
-                            snap[f"{mod_name}.{key}.{attr}"] = id(member)
+                            _record(snap, f"{mod_name}.{key}.{attr}", member)
     return snap
+
+
+def _record(snap: dict[str, int], name: str, value: Any) -> None:
+    """The object's identity and, for a function of kbench's, its code and defaults:
+    assigning a function's __code__ changes what it does and not which object it is."""
+    snap[name] = id(value)
+    fn = getattr(value, "__func__", value)  # staticmethod, classmethod
+    if isinstance(fn, types.FunctionType):
+        snap[f"{name}.__code__"] = id(fn.__code__)
+        snap[f"{name}.__defaults__"] = id(fn.__defaults__)
+        snap[f"{name}.__kwdefaults__"] = id(fn.__kwdefaults__)
 
 
 def changed(before: dict[str, int]) -> list[str]:
     now = snapshot()
     return sorted(k for k, v in before.items() if now.get(k) != v)
+
+
+def shadowed(objects: dict[str, Any]) -> list[str]:
+    """What a solution did to kbench's own objects in this process (the clock, a
+    graph sampler), which it can reach through the stack: a method shadowed by an
+    attribute of the instance (a `queue` that sleeps instead of flushing the
+    caches), or the object swapped for one that is not kbench's."""
+    found = []
+    for role, obj in objects.items():
+        if obj is None:
+            continue
+        cls = type(obj)
+        if not cls.__module__.startswith(HARNESS_PREFIX):
+            found.append(f"the candidate's {role} (now a {cls.__module__}.{cls.__qualname__})")
+            continue
+        own = getattr(obj, "__dict__", None) or {}
+        found += [f"{cls.__module__}.{cls.__qualname__}.{key} on its instance" for key in list(own)
+                  if callable(getattr(cls, key, None))]
+    return found
 
 
 def live_threads() -> set[int]:
