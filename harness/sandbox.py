@@ -167,6 +167,65 @@ def _parse_stat(line: str) -> tuple[int, int, str]:
     return pid, int(ppid), state
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_line(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read()
+    except OSError:  # gone, or no /proc
+        return None
+
+
+def _cpu_of(line: str, own: bool = True, reaped: bool = True) -> float:
+    """CPU seconds of one stat line: its own (all threads) and its reaped children's."""
+    fields = line[line.rindex(")") + 1:].split()  # fields[0] is the state, field 3 of the file
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return ((utime + stime if own else 0) + (cutime + cstime if reaped else 0)) / _TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds a process's own threads have used; 0 once gone. Counted in clock
+    ticks (10 ms), so only sums over many readings mean much."""
+    line = _stat_line(pid)
+    return _cpu_of(line, reaped=False) if line else 0.0
+
+
+def started_by(judge: int, candidate: int) -> float:
+    """CPU seconds used by the processes a candidate started: its descendants (the
+    ones it reaped included), and those it detached, which come to `judge` (a
+    subreaper) outside the judge's own process group. The candidate's own threads
+    are not counted."""
+    lines = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            line = _stat_line(int(name))
+            if line:
+                lines[int(name)] = line
+    kids: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    for pid, line in lines.items():
+        try:
+            _, ppid, _ = _parse_stat(line)
+            groups[pid] = int(line[line.rindex(")") + 1:].split()[2])
+        except (ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(pid)
+    own_group = os.getpgid(judge) if judge == os.getpid() else groups.get(judge)
+    todo = list(kids.get(candidate, [])) + [p for p in kids.get(judge, []) if p != candidate and groups.get(p) != own_group]
+    # Children the candidate reaped took their time into its own line.
+    total, seen = (_cpu_of(lines[candidate], own=False) if candidate in lines else 0.0), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += _cpu_of(lines[pid])
+        todo += kids.get(pid, [])
+    return total
+
+
 def _children_states(pid: int) -> list[tuple[int, str]]:
     found = []
     for name in os.listdir("/proc"):

@@ -290,3 +290,34 @@ def test_children_finds_a_process_named_to_confuse_the_parser():
     finally:
         proc.kill()
         proc.wait()
+
+
+_BUSY_CHILD = """
+import os, sys, time
+if os.fork() == 0:  # a process the "candidate" starts, busy for 1.5 s
+    end = time.time() + 1.5
+    while time.time() < end:
+        pass
+    os._exit(0)
+sys.stdout.write("forked\\n"); sys.stdout.flush()
+time.sleep(3)
+"""
+
+
+def test_cpu_used_by_the_processes_a_candidate_started_is_counted():
+    """What the judge sums to see processes a solution started competing with the
+    reference: their CPU time, and not the candidate's own threads', nor that of
+    the judge's own children in its process group."""
+    cand = subprocess.Popen([sys.executable, "-c", _BUSY_CHILD], stdout=subprocess.PIPE, start_new_session=True)
+    own = subprocess.Popen([sys.executable, "-c", "end = __import__('time').time() + 1.5\nwhile __import__('time').time() < end: pass"])
+    try:
+        assert cand.stdout.readline() == b"forked\n"
+        before = sandbox.started_by(os.getpid(), cand.pid)
+        time.sleep(1.0)
+        used = sandbox.started_by(os.getpid(), cand.pid) - before
+        assert 0.3 < used < 1.3  # the fork's second of spinning; neither `own` nor the sleeping candidate
+        assert sandbox.cpu_seconds(cand.pid) < 0.5
+    finally:
+        for p in (cand, own):
+            p.kill()
+            p.wait()

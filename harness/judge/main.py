@@ -161,6 +161,9 @@ def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict
     if pair.bound_note:
         judge.flags.add(Flag.TIMING_MISMATCH)
         judge.notes.append(pair.bound_note)
+    if pair.interference_note:
+        judge.flags.add(Flag.UNTIMED_WORK)
+        judge.notes.append(pair.interference_note)
     if pair.clock == "cuda_events":
         ref_gap = stats.median(pair.ref.wall_ms) - ref_ms
         excess = (sol_wall - sol_ms) - ref_gap

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import channel, check, fingerprint, graph_clock, shapes, stats, timer
+from .. import channel, check, fingerprint, graph_clock, sandbox, shapes, stats, timer
 from ..records import Flag, Status
 from .task import Judge, TaskFailed
 
@@ -57,6 +57,13 @@ CALL_MIN_CPU_MS = 1.0
 # queuing is a small flush, a synchronize and the hold, not yet measured apart: no
 # lower bound there.
 QUEUE_MIN_SHARE_CPU = 0.5
+# Between its requests the candidate waits, and what it started should be idle: CPU
+# time its threads use while the reference is timed, and its child processes use at
+# all, competes with the reference for the host (hog_processes.py). Flagged past half
+# the reference's timed wall (a hog that slows a single-threaded reference needs more
+# than that on every core it takes) and 50 ms (5 clock ticks).
+INTERFERENCE_SHARE = 0.5
+INTERFERENCE_MIN_S = 0.05
 MUTATION_EVERY = 5  # compare the lent timing inputs with the judge's copy every 5th sample
 
 
@@ -83,6 +90,7 @@ class PairResult:
     baseline: Side | None = None
     note: str | None = None
     bound_note: str | None = None  # why the candidate's samples were refused
+    interference_note: str | None = None  # what the candidate ran beside the reference's samples
 
 
 class Timer:
@@ -97,6 +105,7 @@ class Timer:
         self.last_inputs: list = []
         # The projection's weights: drawn by the judge per task, unknown before it starts.
         self.fp_seed = int.from_bytes(os.urandom(4), "little")
+        self.busy_s = self.ref_wall_s = 0.0  # the candidate's own CPU while the reference was timed, and that time
         self.calls_per_sample = 1  # a graph replay's calls share one sample's overhead
 
     # -- one sample per side ---------------------------------------------------
@@ -110,8 +119,27 @@ class Timer:
         candidate's is, added to `side`; its projection."""
         fn = fn or self.j.call_reference
         holder: list = []
-        return self._timed_here(lambda: self.clock.queue(lambda: holder.append(fn(inputs))), self.clock.finish,
-                                lambda: fingerprint.project(holder[-1], fp_seed, trusted=True), side)
+        return self._reference_turn(lambda: self._timed_here(
+            lambda: self.clock.queue(lambda: holder.append(fn(inputs))), self.clock.finish,
+            lambda: fingerprint.project(holder[-1], fp_seed, trusted=True), side))
+
+    def _reference_turn(self, sample: Callable[[], Any]) -> Any:
+        """A reference sample, with the CPU time the candidate's process used meanwhile."""
+        pid = self.remote.proc.pid
+        cpu, t0 = sandbox.cpu_seconds(pid), _perf()
+        out = sample()
+        self.ref_wall_s += _perf() - t0
+        self.busy_s += sandbox.cpu_seconds(pid) - cpu
+        return out
+
+    def _interference(self, started_s: float) -> str | None:
+        """Why what the candidate ran beside the reference's samples is refused, or None."""
+        busy = self.busy_s + started_s
+        if busy > max(INTERFERENCE_MIN_S, INTERFERENCE_SHARE * self.ref_wall_s):
+            return (f"the solution's threads and processes used {busy:.2f} s of CPU beside the reference's "
+                    f"{self.ref_wall_s:.2f} s of timed samples ({started_s:.2f} s in processes it started): "
+                    "they compete with the reference for the host")
+        return None
 
     def _timed_here(self, queue: Callable, finish: Callable, project: Callable, side: Side, calls: int = 1) -> Any:
         """A sample in this process, its two halves timed as sol_sample times the
@@ -167,6 +195,7 @@ class Timer:
         # A release may time the call again around a synchronize (a side that syncs inside).
         self.release_limit = self.sample_limit
         self.rtt_ms = self._rtt()
+        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid)
         overhead = self.clock.empty_pair_ms()
         warm_ref, warm_sol = self._warm_up()
         clock_name, note = self.clock.name, None  # after the warm-up: a side that syncs inside has found out
@@ -201,6 +230,8 @@ class Timer:
             # eager call's, from the warm-up (its first call is never held).
             ref.host_ms, sol.host_ms = self.warm[0].host_ms[1:], self.warm[1].host_ms[1:]
         result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
+        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid) - started_s
+        result.interference_note = self._interference(started_s)
         cpu = clock_name == "cpu_clock"
         result.bound_note = bound_violation(ref, sol, ALLOWANCE_FRACTION_CPU if cpu else ALLOWANCE_FRACTION,
                                             self.calls_per_sample, CALL_MIN_CPU_MS if cpu else None,
@@ -209,7 +240,8 @@ class Timer:
         print(f"[kbench] per-call ms outside the timed region (lower quartile/median), reference vs solution: "
               f"release {q(ref.outside_ms)} vs {q(sol.outside_ms)}; queuing {q(ref.queue_outside_ms)} vs "
               f"{q(sol.queue_outside_ms)}; projection {q(ref.project_ms)} vs {q(sol.project_ms)} "
-              f"(empty request {self.rtt_ms:.4f})", flush=True)
+              f"(empty request {self.rtt_ms:.4f}); CPU s beside the reference's {self.ref_wall_s:.3f} s: the "
+              f"candidate's {self.busy_s:.3f}, its processes' {started_s:.3f}", flush=True)
         return result
 
     def _rtt(self) -> float:
@@ -320,7 +352,8 @@ class Timer:
             self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
             s_fp = self.sol_sample(self.fp_seed, sol, graph=True, calls=plan.calls)
             project = lambda: fingerprint.project_many(ref_replay.outputs(), self.fp_seed, trusted=True)  # noqa: E731
-            r_fp = self._timed_here(ref_replay.queue, ref_replay.finish, project, ref, plan.calls)
+            r_fp = self._reference_turn(lambda: self._timed_here(ref_replay.queue, ref_replay.finish, project, ref,
+                                                                 plan.calls))
             if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
                 raise TaskFailed(Status.INCORRECT, "the candidate's replay returned no projection for its timed calls")
             for a, b in zip(s_fp, r_fp):
