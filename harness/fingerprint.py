@@ -100,7 +100,8 @@ def project_many(outs: list, seed: int, trusted: bool = False) -> list[list[list
         leaves = _leaves(out)
         results.append([[0.0, 0.0]] * len(leaves))
         for k, t in enumerate(leaves):
-            if type(t) is not torch.Tensor and not (trusted and isinstance(t, torch.Tensor)):
+            projected = isinstance(t, torch.Tensor) and (trusted or type(t) is torch.Tensor)
+            if not projected:
                 if not trusted and (isinstance(t, torch.Tensor) or type(t).__module__ != "builtins"):
                     # A subclass's __float__ or __torch_function__ would run its code here.
                     raise NotPlain(f"output {k} is a {type(t).__module__}.{type(t).__qualname__}; "

@@ -159,12 +159,17 @@ def make_undumpable() -> None:
     _prctl(_PR_SET_DUMPABLE, 0)
 
 
+def _fields(line: str) -> list[str]:
+    """The fields of a /proc/<pid>/stat line from the state on (field 3). The comm
+    field before them is user-chosen and may hold spaces and ')', so they resume
+    after the LAST ')'."""
+    return line[line.rindex(")") + 1:].split()
+
+
 def _parse_stat(line: str) -> tuple[int, int, str]:
-    """(pid, ppid, state) of one /proc/<pid>/stat line. The comm field is
-    user-chosen and may hold spaces and ')', so fields resume after the LAST ')'."""
-    pid = int(line[: line.index("(")])
-    state, ppid = line[line.rindex(")") + 1:].split()[:2]
-    return pid, int(ppid), state
+    """(pid, ppid, state) of one /proc/<pid>/stat line."""
+    state, ppid = _fields(line)[:2]
+    return int(line[: line.index("(")]), int(ppid), state
 
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -178,9 +183,19 @@ def _stat_line(pid: int) -> str | None:
         return None
 
 
-def _cpu_of(line: str, own: bool = True, reaped: bool = True) -> float:
-    """CPU seconds of one stat line: its own (all threads) and its reaped children's."""
-    fields = line[line.rindex(")") + 1:].split()  # fields[0] is the state, field 3 of the file
+def _all_stats() -> dict[int, list[str]]:
+    """Every process's stat fields (from the state on), by pid; those gone since
+    the listing are left out."""
+    found = {}
+    for name in os.listdir("/proc"):
+        line = _stat_line(int(name)) if name.isdigit() else None
+        if line and ")" in line:
+            found[int(name)] = _fields(line)
+    return found
+
+
+def _cpu_of(fields: list[str], own: bool = True, reaped: bool = True) -> float:
+    """CPU seconds of one process's stat fields: its own (all threads) and its reaped children's."""
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     return ((utime + stime if own else 0) + (cutime + cstime if reaped else 0)) / _TICKS
 
@@ -189,7 +204,7 @@ def cpu_seconds(pid: int) -> float:
     """CPU seconds a process's own threads have used; 0 once gone. Counted in clock
     ticks (10 ms), so only sums over many readings mean much."""
     line = _stat_line(pid)
-    return _cpu_of(line, reaped=False) if line else 0.0
+    return _cpu_of(_fields(line), reaped=False) if line else 0.0
 
 
 def started_by(judge: int, candidate: int) -> float:
@@ -197,48 +212,25 @@ def started_by(judge: int, candidate: int) -> float:
     ones it reaped included), and those it detached, which come to `judge` (a
     subreaper) outside the judge's own process group. The candidate's own threads
     are not counted."""
-    lines = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            line = _stat_line(int(name))
-            if line:
-                lines[int(name)] = line
+    stats = _all_stats()
     kids: dict[int, list[int]] = {}
-    groups: dict[int, int] = {}
-    for pid, line in lines.items():
-        try:
-            _, ppid, _ = _parse_stat(line)
-            groups[pid] = int(line[line.rindex(")") + 1:].split()[2])
-        except (ValueError, IndexError):
-            continue
-        kids.setdefault(ppid, []).append(pid)
-    own_group = os.getpgid(judge) if judge == os.getpid() else groups.get(judge)
-    todo = list(kids.get(candidate, [])) + [p for p in kids.get(judge, []) if p != candidate and groups.get(p) != own_group]
+    for pid, fields in stats.items():
+        kids.setdefault(int(fields[1]), []).append(pid)
+    group = lambda pid: stats[pid][2] if pid in stats else None  # noqa: E731 - the process group id
+    todo = kids.get(candidate, []) + [p for p in kids.get(judge, []) if p != candidate and group(p) != group(judge)]
     # Children the candidate reaped took their time into its own line.
-    total, seen = (_cpu_of(lines[candidate], own=False) if candidate in lines else 0.0), set()
+    total, seen = (_cpu_of(stats[candidate], own=False) if candidate in stats else 0.0), set()
     while todo:
         pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        total += _cpu_of(lines[pid])
-        todo += kids.get(pid, [])
+        if pid not in seen:
+            seen.add(pid)
+            total += _cpu_of(stats[pid])
+            todo += kids.get(pid, [])
     return total
 
 
 def _children_states(pid: int) -> list[tuple[int, str]]:
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                child, ppid, state = _parse_stat(f.read())
-        except (OSError, ValueError):  # gone since listdir
-            continue
-        if ppid == pid:
-            found.append((child, state))
-    return found
+    return [(child, fields[0]) for child, fields in _all_stats().items() if int(fields[1]) == pid]
 
 
 def children(pid: int) -> list[int]:

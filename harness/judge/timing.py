@@ -127,18 +127,20 @@ class Timer:
             lambda: fingerprint.project(holder[-1], fp_seed, trusted=True), side))
 
     def _reference_turn(self, sample: Callable[[], Any]) -> Any:
-        """A reference sample, with the CPU time the candidate's process used meanwhile."""
+        """A reference sample, and on the CPU clock the CPU time the candidate's
+        process used meanwhile (on a GPU it is not read: see INTERFERENCE_SHARE)."""
+        threads = isinstance(self.clock, timer.CpuClock)
         pid = self.remote.proc.pid
-        cpu, t0 = sandbox.cpu_seconds(pid), _perf()
+        cpu, t0 = sandbox.cpu_seconds(pid) if threads else 0.0, _perf()
         out = sample()
         self.ref_wall_s += _perf() - t0
-        self.busy_s += sandbox.cpu_seconds(pid) - cpu
+        if threads:
+            self.busy_s += sandbox.cpu_seconds(pid) - cpu
         return out
 
-    def _interference(self, started_s: float, threads: bool) -> str | None:
-        """Why what the candidate ran beside the reference's samples is refused, or None.
-        `threads`: its own threads count too (the CPU clock)."""
-        busy = (self.busy_s if threads else 0.0) + started_s
+    def _interference(self, started_s: float) -> str | None:
+        """Why what the candidate ran beside the reference's samples is refused, or None."""
+        busy = self.busy_s + started_s
         if busy > max(INTERFERENCE_MIN_S, INTERFERENCE_SHARE * self.ref_wall_s):
             return (f"the solution's threads and processes used {busy:.2f} s of CPU beside the reference's "
                     f"{self.ref_wall_s:.2f} s of timed samples ({started_s:.2f} s in processes it started): "
@@ -236,7 +238,7 @@ class Timer:
         result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
         started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid) - started_s
         cpu = clock_name == "cpu_clock"
-        result.interference_note = self._interference(started_s, threads=cpu)
+        result.interference_note = self._interference(started_s)
         result.bound_note = bound_violation(ref, sol, ALLOWANCE_FRACTION_CPU if cpu else ALLOWANCE_FRACTION,
                                             self.calls_per_sample, CALL_MIN_CPU_MS if cpu else None,
                                             QUEUE_MIN_SHARE_CPU if cpu else None)
@@ -485,12 +487,13 @@ def bound_violation(ref: Side, sol: Side, fraction: float = ALLOWANCE_FRACTION, 
         if theirs < min_queue_share * own:
             return (f"the candidate's queuing of calls took {theirs:.3f} ms per call against {own:.3f} ms for the "
                     f"reference's, most of which is flushing the caches: its calls ran on caches it did not flush")
-    for what, own_s, their_s, relative, floor in (
-            ("calls", ref.outside_ms, sol.outside_ms,
-             fraction * own_total if tight_calls_ms is None else ALLOWANCE_FRACTION * low(ref.outside_ms),
-             ALLOWANCE_MIN_MS if tight_calls_ms is None else tight_calls_ms),
-            ("queuing of calls", ref.queue_outside_ms, sol.queue_outside_ms, fraction * own_total, ALLOWANCE_MIN_MS),
-            ("projection of outputs", ref.project_ms, sol.project_ms, fraction * own_total, ALLOWANCE_MIN_MS)):
+    loose = (ALLOWANCE_MIN_MS, fraction * own_total)  # (floor per sample, relative) of every part by default
+    call_floor, call_relative = loose if tight_calls_ms is None else (tight_calls_ms,
+                                                                      ALLOWANCE_FRACTION * low(ref.outside_ms))
+    for what, own_s, their_s, floor, relative in (
+            ("calls", ref.outside_ms, sol.outside_ms, call_floor, call_relative),
+            ("queuing of calls", ref.queue_outside_ms, sol.queue_outside_ms, *loose),
+            ("projection of outputs", ref.project_ms, sol.project_ms, *loose)):
         if not own_s or not their_s:
             continue
         # The lower quartile: a forger's hidden time is in every sample, a busy host's
