@@ -57,15 +57,20 @@ def test_a_swapped_code_object_is_named():
 
 def test_a_method_shadowed_on_a_kbench_instance_is_named():
     """A solution that finds the candidate's clock through the stack can set a
-    `queue` on the instance (one that sleeps instead of flushing): nothing global
-    changes, so the guard looks at the objects themselves."""
+    `queue` on the instance (one that sleeps instead of flushing), or change its
+    class to one that claims kbench's module: nothing global changes, so the
+    guard looks at the objects themselves."""
+    kinds = (timer.CpuClock, timer.CudaClock)
     clock = timer.CpuClock()
-    assert guard.shadowed({"clock": clock, "sampler": None}) == []
+    assert guard.shadowed({"clock": (clock, kinds), "sampler": (None, ())}) == []
     clock.queue = lambda fn: None
-    assert guard.shadowed({"clock": clock}) == ["harness.timer.CpuClock.queue on its instance"]
+    assert guard.shadowed({"clock": (clock, kinds)}) == ["harness.timer.CpuClock.queue on its instance"]
 
     class Fake:
         def finish(self):
             return None
 
-    assert guard.shadowed({"clock": Fake()}) == [f"the candidate's clock (now a {__name__}.{Fake.__qualname__})"]
+    assert guard.shadowed({"clock": (Fake(), kinds)}) == [f"the candidate's clock (now a {__name__}.{Fake.__qualname__})"]
+    spoof = timer.CpuClock()
+    spoof.__class__ = type("CpuClock", (timer.CpuClock,), {"__module__": "harness.timer", "queue": lambda self, fn: None})
+    assert guard.shadowed({"clock": (spoof, kinds)}) == ["the candidate's clock (now a harness.timer.CpuClock)"]

@@ -112,17 +112,18 @@ def changed(before: dict[str, int]) -> list[str]:
     return sorted(k for k, v in before.items() if now.get(k) != v)
 
 
-def shadowed(objects: dict[str, Any]) -> list[str]:
+def shadowed(objects: dict[str, tuple[Any, tuple[type, ...]]]) -> list[str]:
     """What a solution did to kbench's own objects in this process (the clock, a
-    graph sampler), which it can reach through the stack: a method shadowed by an
-    attribute of the instance (a `queue` that sleeps instead of flushing the
-    caches), or the object swapped for one that is not kbench's."""
+    graph sampler: role -> (object, the classes it may be)), which it can reach
+    through the stack: a method shadowed by an attribute of the instance (a `queue`
+    that sleeps instead of flushing the caches), or the object's class changed or
+    the object swapped. Exact classes: a subclass can name any module it likes."""
     found = []
-    for role, obj in objects.items():
+    for role, (obj, kinds) in objects.items():
         if obj is None:
             continue
         cls = type(obj)
-        if not cls.__module__.startswith(HARNESS_PREFIX):
+        if cls not in kinds:
             found.append(f"the candidate's {role} (now a {cls.__module__}.{cls.__qualname__})")
             continue
         own = getattr(obj, "__dict__", None) or {}

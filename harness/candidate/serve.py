@@ -59,7 +59,10 @@ class Candidate:
     def _tampered(self) -> list[str]:
         if not self.snapshot:
             return []
-        return (guard.changed(self.snapshot) + guard.shadowed({"clock": self.clock, "sampler": self.graph}))[:8]
+        return (guard.changed(self.snapshot) + guard.shadowed({
+            "clock": (self.clock, (timer.CpuClock, timer.CudaClock)),
+            "sampler": (self.graph, (graph_clock.GraphSampler, graph_clock.BurstSampler)),
+        }))[:8]
 
     def lent(self, desc: Any, fds: list[int]) -> Any:
         return channel.decode(desc, fds, [], self.keep)
