@@ -2,12 +2,11 @@
 early: one class of cheat or fault per set folder, plus no-false-alarm cases
 (set 00_legit) that must stay ok. CPU variants run in CI; CUDA variants need a GPU."""
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, kill_pids, marker_pids, pwned_files
-from expect import mismatches
+from expect import measure_again, mismatches, speed_only
 
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
 
@@ -28,41 +27,23 @@ def _run(run_cli, out, device: str, solutions: str):
     return data["results"]
 
 
-def _speed_only(line: str) -> bool:
-    return all(part.strip().startswith("speedup ") for part in line.split(": ", 1)[1].split(";"))
-
-
 def test_cpu_fixtures_get_their_verdicts(run_cli, tmp_path):
     """A fixture whose only miss is a speedup above its bound is measured once more
     on its own: the CPU clock is the host's wall time, and on a shared 2-core CI
     machine a stolen reference once read 3.29x against itself (1.01x on a rerun).
     A cheat that really is faster is faster again; a noisy reading is not."""
     bad = mismatches(_run(run_cli, tmp_path / "r", "cpu", "cpu"))
-    assert [line for line in bad if not _speed_only(line)] == []
+    assert [line for line in bad if not speed_only(line)] == []
     for n, line in enumerate(bad):
-        assert _measure_again(run_cli, tmp_path / f"again{n}", line) == [], f"first run: {line}"
-
-
-def _measure_again(run_cli, work, line: str) -> list[str]:
-    """The mismatches of the one fixture that `line` names, judged again in a run of
-    its set and problem only (in place: some fixtures look for files beside them)."""
-    problem, name = line.split(": ", 1)[0].split(" ", 1)  # "level1/2_Affine import_problem_file.py"
-    stem = problem.split("/")[-1]
-    path = next(p for p in (ADVERSARIAL / "cpu").rglob(name) if p.parent.name == stem)
-    proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
-                   "-s", path.parent.parent.parent.name, "-p", problem, "--out", str(work),
-                   "--device", "cpu", "--time-budget", "2", "--exit-zero")
-    results = [r for r in json.loads((work / "results.json").read_text())["results"]
-               if Path(r["solution_path"]).name == name]
-    assert len(results) == 1, proc.stderr[-3000:]
-    return mismatches(results)
+        assert measure_again(run_cli, ADVERSARIAL, tmp_path / f"again{n}", line) == [], f"first run: {line}"
 
 
 def test_a_fixture_measured_again_keeps_its_verdict(run_cli, tmp_path):
     """The rerun above finds its fixture and judges it alone (a pure-torch one: fast)."""
-    assert _speed_only("level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5")
-    assert not _speed_only("level1/2_Affine x.py: unexpected flags ['tampering']; speedup 3 > max_speedup 1.5")
-    assert _measure_again(run_cli, tmp_path, "level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5") == []
+    assert speed_only("level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5")
+    assert not speed_only("level1/2_Affine x.py: unexpected flags ['tampering']; speedup 3 > max_speedup 1.5")
+    assert measure_again(run_cli, ADVERSARIAL, tmp_path,
+                         "level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5") == []
 
 
 @pytest.mark.gpu

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from expect import mismatches
+from expect import measure_again, mismatches, speed_only
 
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
 SET = "24_hang"
@@ -38,11 +38,17 @@ def hang_run(run_cli, tmp_path_factory):
     return proc, data, time.monotonic() - started
 
 
-def test_every_hang_fixture_gets_its_verdict(hang_run):
+def test_every_hang_fixture_gets_its_verdict(hang_run, run_cli, tmp_path):
+    """A speedup above a fixture's bound, and nothing else, is judged once more
+    (expect.measure_again): compiles_on_first_call.py computes what the reference
+    does and once read 1.53x against it on the CI machine."""
     proc, data, _ = hang_run
     expected = sum(1 for _ in (ADVERSARIAL / "cpu" / SET).rglob("*.py"))
     assert len(data["results"]) == expected, proc.stderr[-3000:]
-    assert mismatches(data["results"]) == []
+    bad = mismatches(data["results"])
+    assert [line for line in bad if not speed_only(line)] == []
+    for n, line in enumerate(bad):
+        assert measure_again(run_cli, ADVERSARIAL, tmp_path / f"again{n}", line) == [], f"first run: {line}"
 
 
 def test_a_hang_costs_its_limit_not_the_timeout(hang_run):
