@@ -73,6 +73,17 @@ def prepare(child: Child) -> None:
         child.tell(PREPARE_LINE)
 
 
+def _with_handoff(data: dict, worker_seconds: float) -> dict:
+    """The judge's phases, and "handoff": the worker's seconds outside them (waiting
+    for a judge still starting or preparing, ending the candidate, the result's
+    way back), which per-task overhead includes and no phase shows."""
+    phases = dict(data.get("phase_seconds", {}))
+    inside = data.get("worker_seconds")
+    if isinstance(inside, (int, float)):
+        phases["handoff"] = round(max(0.0, worker_seconds - inside), 3)
+    return phases
+
+
 def evaluate(
     task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path | None = None,
     child: Child | None = None, shape: dict | None = None,
@@ -151,7 +162,7 @@ def evaluate(
         seconds=seconds,
         check=check,
         timing=timing,
-        phase_seconds=data.get("phase_seconds", {}),
+        phase_seconds=_with_handoff(data, worker_seconds),
         overhead_seconds=round(worker_seconds - not_overhead, 3),
         spent_seconds=spent,
         custom_share=data.get("custom_share"),

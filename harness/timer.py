@@ -87,6 +87,7 @@ class CudaClock(_Clock):
     synchronize ("host_wall") from then on, and `why` says so."""
 
     HELD, SHADOW, HOST_WALL = "cuda_events", "cuda_events_shadow", "host_wall"
+    HOLDS = ("flush_buf", "start", "end", "gate")  # guard.held: never replaced after __init__
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -176,6 +177,7 @@ class CudaClock(_Clock):
 
 class CpuClock(_Clock):
     name = "cpu_clock"
+    HOLDS = ("flush_buf",)  # guard.held: never replaced after __init__
 
     def __init__(self):
         self.flush_buf = torch.empty(8 * 2**20, dtype=torch.int32)  # 32 MB, past a typical LLC

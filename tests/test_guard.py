@@ -74,3 +74,25 @@ def test_a_method_shadowed_on_a_kbench_instance_is_named():
     spoof = timer.CpuClock()
     spoof.__class__ = type("CpuClock", (timer.CpuClock,), {"__module__": "harness.timer", "queue": lambda self, fn: None})
     assert guard.shadowed({"clock": (spoof, kinds)}) == ["the candidate's clock (now a harness.timer.CpuClock)"]
+
+
+def test_a_clock_whose_flush_buffer_was_swapped_or_shrunk_is_named():
+    """skip_flush.py swaps the clock's flush buffer for one element: no code and no
+    class changes, yet every timed call then runs on warm caches. Shrinking the
+    same tensor in place keeps its identity, so its storage and strides count too."""
+    clock = timer.CpuClock()
+    before = guard.held(clock)
+    assert set(before) == {"flush_buf"}
+    clock.flush_buf.zero_()  # what every honest queue does
+    assert guard.swapped(clock, before) == []
+    named = ["harness.timer.CpuClock.flush_buf on its instance (what it holds)"]
+    original = clock.flush_buf
+    clock.flush_buf = torch.zeros(1, dtype=torch.int32)
+    assert guard.swapped(clock, before) == named
+    clock.flush_buf = original
+    assert guard.swapped(clock, before) == []
+    clock.flush_buf.as_strided_((original.numel(),), (0,))  # every read hits one cached element
+    assert guard.swapped(clock, before) == named
+    clock.flush_buf = torch.empty(8 * 2**20, dtype=torch.int32)
+    clock.flush_buf.resize_(1)
+    assert guard.swapped(clock, before) == named

@@ -132,6 +132,33 @@ def shadowed(objects: dict[str, tuple[Any, tuple[type, ...]]]) -> list[str]:
     return found
 
 
+def held(obj: Any) -> dict[str, tuple]:
+    """What a kbench object holds that decides its samples (the names in its class's
+    HOLDS: a clock's flush buffer, events and gate), recorded when it is made. A
+    tensor by identity, storage, shape and strides: a flush buffer made smaller
+    in place (resize_, set_, as_strided_ with a stride of 0) keeps its identity."""
+    return {name: _state(getattr(obj, name, None)) for name in getattr(type(obj), "HOLDS", ())}
+
+
+def _state(value: Any) -> tuple:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return (id(value), value.data_ptr(), tuple(value.shape), value.stride(), value.storage_offset(), value.dtype)
+    return (id(value),)
+
+
+def swapped(obj: Any, before: dict[str, tuple]) -> list[str]:
+    """The names of `held(obj)` that no longer hold what they held (skip_flush.py
+    swapped the clock's flush buffer for one element: warm caches, no code changed)."""
+    if obj is None or not before:
+        return []
+    cls = type(obj)
+    now = held(obj)
+    return [f"{cls.__module__}.{cls.__qualname__}.{name} on its instance (what it holds)"
+            for name, state in before.items() if now.get(name) != state]
+
+
 def live_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.is_alive()}
 

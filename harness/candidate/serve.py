@@ -26,7 +26,7 @@ class Candidate:
     # cannot shadow a method with an attribute of its own (a `reply` that rewrites
     # times, a `call` that defers work to the projection); the methods are the
     # class's, whose members the guard watches.
-    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "timing_copies", "last_out", "clock",
+    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "timing_copies", "last_out", "clock", "clock_held",
                  "graph", "hooks", "threads_left", "pending", "released")
 
     def __init__(self, sock: socket.socket, scratch: str):
@@ -38,6 +38,7 @@ class Candidate:
         self.timing_copies: list[list] = []
         self.last_out: Any = None
         self.clock: Any = None
+        self.clock_held: dict[str, tuple] = {}
         self.graph: graph_clock.GraphSampler | graph_clock.BurstSampler | None = None
         self.hooks = None
         self.threads_left: list[str] = []
@@ -62,7 +63,7 @@ class Candidate:
         return (guard.changed(self.snapshot) + guard.shadowed({
             "clock": (self.clock, (timer.CpuClock, timer.CudaClock)),
             "sampler": (self.graph, (graph_clock.GraphSampler, graph_clock.BurstSampler)),
-        }))[:8]
+        }) + guard.swapped(self.clock, self.clock_held))[:8]
 
     def lent(self, desc: Any, fds: list[int]) -> Any:
         return channel.decode(desc, fds, [], self.keep)
@@ -105,6 +106,7 @@ class Candidate:
         _share_weights(model, dict(state))
         self.model = model
         self.clock = timer.make_clock(self.device)
+        self.clock_held = guard.held(self.clock)
         self.reply({**base, "ok": True, "candidate_class": name})
 
     def call(self, inputs: list) -> Any:
@@ -120,8 +122,9 @@ class Candidate:
         self._collect()
         info = None
         if msg.get("profile"):
-            # The guard looks before the profiler runs: torch's first profile imports
-            # torch._dynamo, which rewraps torch.manual_seed itself.
+            # The guard looks before the profiler runs: a profiler may import modules
+            # that rewrap torch's functions (torch.profiler's imports torch._dynamo,
+            # which rewraps torch.manual_seed).
             tampered = self._tampered()
             out, info = custom.measure(lambda: self.call(inputs), self.device, self.hooks.extension_names)
         else:
@@ -276,15 +279,10 @@ def _share_weights(model: Any, ref_state: dict) -> None:
 def main() -> None:
     fd, scratch = int(sys.argv[1]), sys.argv[2]
     sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_JUDGE_PID", os.getppid())))
-    # Seconds of imports, done while waiting for the task. On a GPU run the worker
-    # was started ahead, so torch._dynamo (which torch's first profile imports,
-    # ~5 s on an H100 host) is imported now rather than inside the profiled call;
-    # on a CPU run nothing is started ahead and it would only add to every task.
-    import torch.profiler  # noqa: F401
+    # Imports every task needs, done while waiting for it. Not torch._dynamo: the
+    # profile of custom.py no longer pulls it in (it cost ~5 s per worker started
+    # on an H100 host), and a solution that compiles imports it itself.
     import torch.utils.cpp_extension  # noqa: F401
-
-    if os.environ.get("KBENCH_DEVICE") == "cuda":
-        import torch._dynamo  # noqa: F401
 
     sock = socket.socket(fileno=fd)
     try:
