@@ -60,7 +60,9 @@ def start_worker(cfg: EvalConfig) -> Child:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     if cfg.gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
-    return Child(["-m", "harness.judge"], env=env, result_pipe=True)
+    child = Child(["-m", "harness.judge"], env=env, result_pipe=True)
+    child.reap_later = cfg.device == "cuda"
+    return child
 
 
 def prepare(child: Child) -> None:
@@ -73,14 +75,20 @@ def prepare(child: Child) -> None:
         child.tell(PREPARE_LINE)
 
 
-def _with_handoff(data: dict, worker_seconds: float) -> dict:
-    """The judge's phases, and "handoff": the worker's seconds outside them (waiting
-    for a judge still starting or preparing, ending the candidate, the result's
-    way back), which per-task overhead includes and no phase shows."""
+def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | None) -> dict:
+    """The judge's phases, and the worker's seconds outside them, which per-task
+    overhead includes and no phase shows: "close" (the judge ending its candidate
+    before its verdict leaves), "teardown" (kbench ending the judge once the
+    verdict is in) and "handoff" (the rest: a judge still starting or preparing,
+    the spec's and the result's way)."""
     phases = dict(data.get("phase_seconds", {}))
     inside = data.get("worker_seconds")
-    if isinstance(inside, (int, float)):
-        phases["handoff"] = round(max(0.0, worker_seconds - inside), 3)
+    if not isinstance(inside, (int, float)):
+        return phases
+    close = data.get("close_seconds") if isinstance(data.get("close_seconds"), (int, float)) else 0.0
+    after = after_result_s or 0.0
+    phases.update(close=round(close, 3), teardown=round(after, 3),
+                  handoff=round(max(0.0, worker_seconds - inside - close - after), 3))
     return phases
 
 
@@ -162,7 +170,7 @@ def evaluate(
         seconds=seconds,
         check=check,
         timing=timing,
-        phase_seconds=_with_handoff(data, worker_seconds),
+        phase_seconds=_with_handoff(data, worker_seconds, outcome.after_result_s),
         overhead_seconds=round(worker_seconds - not_overhead, 3),
         spent_seconds=spent,
         custom_share=data.get("custom_share"),

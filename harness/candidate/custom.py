@@ -83,7 +83,7 @@ def measure(fn: Callable[[], Any], device: torch.device, extension_names: set[st
     # The autograd profiler, which torch.profiler.profile wraps: the wrapper's first
     # start asks `hasattr(torch, "_inductor")`, which imports torch._inductor and
     # torch._dynamo (1.1 s on a 2-core host, ~5 s on an H100 host) into every task.
-    with _Profile(use_cpu=True, use_device="cuda" if device.type == "cuda" else None) as prof:
+    with _Profile(use_cpu=True, use_device="cuda" if device.type == "cuda" else None, use_kineto=True) as prof:
         sys.setprofile(clock)
         try:
             out = fn()

@@ -252,7 +252,9 @@ def main() -> None:
         # The candidate and all it started are dead (reaped, their GPU context gone)
         # before the verdict leaves: kbench ends this process as soon as it has the
         # result and starts the next task, which nothing of this one may touch.
+        t1 = time.monotonic()
         remote.close()
+    result["close_seconds"] = round(time.monotonic() - t1, 3)
     emit({"result": result})
     sys.stdout.flush()
     sys.stderr.flush()
