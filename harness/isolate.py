@@ -35,7 +35,7 @@ class ChildOutcome:
     seconds: float
     dropped_log_bytes: int
     messages: tuple = ()  # JSON objects the child wrote to its result pipe
-    after_result_s: float | None = None  # from the result's arrival to finish's return
+    after_result_s: float | None = None  # from a judge's result to finish's return: its teardown
 
     @property
     def death(self) -> str:
@@ -168,10 +168,6 @@ class Child:
         if self.results is not None:
             self.results.start()
         self.log = _CappedLog(self.proc.stdout)
-        # A judge on a GPU: once its result is in, its own exit (the driver tearing
-        # down its CUDA context) is waited for in a thread, not by the next task.
-        # Its candidate is dead by then (the judge reaps it before the result).
-        self.reap_later = False
         self.result_seen: float | None = None
 
     def tell(self, line: str) -> None:
@@ -192,30 +188,24 @@ class Child:
             proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died waiting; its exit code says how
-        timed_out = later = False
+        timed_out = False
         try:
-            later = self._wait(timeout)
+            self._wait(timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
             proc.wait()
         finally:
-            if proc.returncode is None and not later:  # interrupted (Ctrl-C): take the child down with us
+            if proc.returncode is None:  # interrupted (Ctrl-C): take the child down with us
                 kill_group(proc)
                 proc.wait()
-            if not later:
-                _live.discard(proc)
-        sweep_orphans()  # a judge still dying is in _live: not waited for here
-        if later:
-            messages, dropped = tuple(self.results.messages), self.log.dropped
-            # Not a daemon: kbench does not exit before every log is written.
-            threading.Thread(target=self._reap, args=(log_path,), name="kbench-reap").start()
-        else:
-            messages = self.results.close() if self.results is not None else ()
-            dropped = self.log.close(log_path)
+            _live.discard(proc)
+        sweep_orphans()
+        messages = self.results.close() if self.results is not None else ()
+        dropped = self.log.close(log_path)
         end = time.monotonic()
         return ChildOutcome(
-            returncode=None if timed_out or later else proc.returncode,
+            returncode=None if timed_out else proc.returncode,
             timed_out=timed_out,
             seconds=end - start,
             dropped_log_bytes=dropped,
@@ -223,34 +213,26 @@ class Child:
             after_result_s=None if self.result_seen is None else round(end - self.result_seen, 3),
         )
 
-    def _reap(self, log_path: Path) -> None:
-        self.proc.wait()
-        _live.discard(self.proc)
-        self.results.close()
-        self.log.close(log_path)
-
-    def _wait(self, timeout: float) -> bool:
+    def _wait(self, timeout: float) -> None:
         """Until the child exits or, for a judge, its result has arrived (what it
-        does after that is cleanup, which killing its group does faster). True if
-        the killed judge is left to `_reap` (reap_later)."""
+        does after that is cleanup, which killing its group does faster)."""
         if self.results is None:
             self.proc.wait(timeout=timeout)
-            return False
+            return
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
             if any("result" in m for m in list(self.results.messages)):
                 # A judge sends its result once its candidate is dead; what it would
-                # do after is its own teardown, which a kill ends sooner.
+                # do after is its own teardown, which a kill ends sooner. Not left
+                # to a thread while the next task starts: on an H100 that moved the
+                # ~0.1 s of its CUDA context's teardown into the next task's check.
                 self.result_seen = time.monotonic()
                 kill_group(self.proc)
-                if self.reap_later:
-                    return True
                 self.proc.wait()
-                return False
+                return
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(self.proc.args, timeout)
             time.sleep(0.005)
-        return False
 
     def discard(self) -> None:
         """Kill a child that was started and never used."""

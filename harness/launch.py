@@ -60,9 +60,7 @@ def start_worker(cfg: EvalConfig) -> Child:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     if cfg.gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
-    child = Child(["-m", "harness.judge"], env=env, result_pipe=True)
-    child.reap_later = cfg.device == "cuda"
-    return child
+    return Child(["-m", "harness.judge"], env=env, result_pipe=True)
 
 
 def prepare(child: Child) -> None:

@@ -218,3 +218,20 @@ def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
     assert "interrupted" in err and "--resume" in err
     kept = json.loads((out / "results.json").read_text())  # written on the way out
     assert len(kept["results"]) >= len(done) and kept["run"]["finished"] is None
+
+
+def test_a_tasks_seconds_outside_the_judges_phases_are_accounted(full_run):
+    """Per-task overhead includes the worker's seconds outside every phase of the
+    judge; results name them (close, teardown, handoff) so a user can see where a
+    slow task's overhead went, and together with the phases they make up the
+    worker's wall time."""
+    _, out = full_run
+    judged = [r for r in json.loads((out / "results.json").read_text())["results"] if r["phase"] != "build"]
+    assert judged
+    for r in judged:
+        phases = r["phase_seconds"]
+        assert {"close", "teardown", "handoff"} <= phases.keys() and min(phases.values()) >= 0
+        spent = r["spent_seconds"]
+        not_overhead = spent.get("inputs", 0.0) + spent.get("timing", 0.0)
+        # Phases are rounded to milliseconds each: a few of them may add up a little over.
+        assert abs(sum(phases.values()) - (r["overhead_seconds"] + not_overhead)) < 0.05, r["solution_path"]
