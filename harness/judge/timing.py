@@ -48,14 +48,16 @@ ALLOWANCE_FRACTION_CPU = 3.0
 # sat 0.13-0.42 ms above the judge's own on the loaded 2-core CI machine (2026-11-23;
 # its own handling is 0.014 ms: the rest is waking the judge after a millisecond's
 # wait, which the empty request that measures rtt does not pay). On a GPU the
-# release's allowance stays the loose one until it is measured there without the
-# projection (it used to hold it).
+# release keeps the loose allowance: on an H100 (2026-11-23, adversarial CUDA set
+# and graph fixtures, release measured apart) honest candidates sat 0.01-0.15 ms per
+# sample above the judge with events and up to about 0.25 ms per graph or burst
+# sample of ~16 calls (two runs): 0.5 ms keeps a 2x margin.
 CALL_MIN_CPU_MS = 1.0
 # The CPU clock's queuing is the 32 MB flush: an honest candidate's took 0.98-1.42x the
 # judge's own (same code; 32 task runs on the 2-core machine, 2026-11-23), one that
 # swapped its flush buffer for a single element 0.19x (skip_flush.py). On a GPU the
-# queuing is a small flush, a synchronize and the hold, not yet measured apart: no
-# lower bound there.
+# flush is ~35 us of a queuing of ~0.45 ms per sample (H100): too small a part for a
+# floor; the guard names a swapped buffer there (guard.held).
 QUEUE_MIN_SHARE_CPU = 0.5
 # Between its requests the candidate waits, and what it started should be idle: CPU
 # time its child processes use at all, and (on the CPU clock) its own threads use
