@@ -208,17 +208,18 @@ class CpuClock(_Clock):
 _prepared: dict[str, _Clock] = {}
 
 
-def prepare(device: torch.device) -> None:
+def prepare(device: torch.device) -> bool:
     """Make the clock a process will time with before its task arrives: on a GPU
     that creates the CUDA context, the flush buffer and the hold kernel's module
     (tenths of a second), which a judge or candidate started ahead then does
     while it waits rather than inside its task. A failure here is met again, and
-    reported, where the task makes its clock."""
+    reported, where the task makes its clock. True if a clock is ready."""
     if device.type == "cuda" and str(device) not in _prepared:
         try:
             _prepared[str(device)] = CudaClock(device)
         except Exception:  # noqa: BLE001
             pass
+    return str(device) in _prepared
 
 
 def make_clock(device: torch.device) -> _Clock:

@@ -26,8 +26,8 @@ class Candidate:
     # cannot shadow a method with an attribute of its own (a `reply` that rewrites
     # times, a `call` that defers work to the projection); the methods are the
     # class's, whose members the guard watches.
-    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "timing_copies", "last_out", "clock", "clock_held",
-                 "graph", "hooks", "threads_left", "pending", "released")
+    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "timing_copies", "last_out", "clock",
+                 "clock_held", "graph", "hooks", "threads_left", "pending", "released")
 
     def __init__(self, sock: socket.socket, scratch: str):
         self.sock, self.scratch = sock, scratch
@@ -105,8 +105,9 @@ class Candidate:
                                "message": f"{name}(*get_init_inputs()) raised: {load.last_line(e)}"})
         _share_weights(model, dict(state))
         self.model = model
-        self.clock = timer.make_clock(self.device)
-        self.clock_held = guard.held(self.clock)
+        if self.clock is None or str(getattr(self.clock, "device", "cpu")) != str(self.device):
+            self.clock = timer.make_clock(self.device)  # made after the import: out of its reach
+            self.clock_held = guard.held(self.clock)
         self.reply({**base, "ok": True, "candidate_class": name})
 
     def call(self, inputs: list) -> Any:
@@ -220,8 +221,12 @@ class Candidate:
 
     def op_prepare(self, msg: dict, fds: list[int]) -> None:
         """Before the task, no solution imported yet: the GPU's context and the clock."""
-        if self.model is None and msg.get("device") == "cuda":
-            timer.prepare(torch.device("cuda"))
+        if self.model is None and msg.get("device") == "cuda" and timer.prepare(torch.device("cuda")):
+            # Taken out of the module now, before any solution code runs (an import
+            # could reach timer._prepared), and what it holds recorded while nothing
+            # can have touched it.
+            self.clock = timer.make_clock(torch.device("cuda"))
+            self.clock_held = guard.held(self.clock)
         channel.send(self.sock, {})
 
     def _collect(self) -> None:

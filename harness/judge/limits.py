@@ -43,8 +43,8 @@ HANG_FACTOR = 100.0
 HANG_MIN_S = _seconds("KBENCH_HANG_MIN_S", 3.0)
 # The floor for a first call, which may compile: Triton JIT (cold: each candidate
 # has its own cache), cuBLAS and cuDNN heuristics, torch.compile tracing, the
-# profiler's start-up (CUPTI's). A call on inputs of a
-# shape, dtype or scalar not seen before counts as first (Triton's autotuner and
+# profiler's start-up (CUPTI's). A call on inputs of a shape, dtype or scalar
+# not seen before counts as first (Triton's autotuner and
 # torch.compile both specialize on them), and so do a CUDA graph capture and the
 # profiled call.
 HANG_FIRST_MIN_S = _seconds("KBENCH_HANG_FIRST_MIN_S", 30.0)
