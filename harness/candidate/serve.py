@@ -106,8 +106,7 @@ class Candidate:
         _share_weights(model, dict(state))
         self.model = model
         if self.clock is None or str(getattr(self.clock, "device", "cpu")) != str(self.device):
-            self.clock = timer.make_clock(self.device)  # made after the import: out of its reach
-            self.clock_held = guard.held(self.clock)
+            self._take_clock(self.device)  # made after the import: out of its reach
         self.reply({**base, "ok": True, "candidate_class": name})
 
     def call(self, inputs: list) -> Any:
@@ -223,11 +222,15 @@ class Candidate:
         """Before the task, no solution imported yet: the GPU's context and the clock."""
         if self.model is None and msg.get("device") == "cuda" and timer.prepare(torch.device("cuda")):
             # Taken out of the module now, before any solution code runs (an import
-            # could reach timer._prepared), and what it holds recorded while nothing
-            # can have touched it.
-            self.clock = timer.make_clock(torch.device("cuda"))
-            self.clock_held = guard.held(self.clock)
+            # could reach timer._prepared).
+            self._take_clock(torch.device("cuda"))
         channel.send(self.sock, {})
+
+    def _take_clock(self, device: torch.device) -> None:
+        """The clock this candidate times with, and what it holds, recorded at once:
+        a record taken later could already describe a swapped flush buffer."""
+        self.clock = timer.make_clock(device)
+        self.clock_held = guard.held(self.clock)
 
     def _collect(self) -> None:
         """Free outputs the judge has copied: memory shared over CUDA IPC stays in
