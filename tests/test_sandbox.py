@@ -321,3 +321,38 @@ def test_cpu_used_by_the_processes_a_candidate_started_is_counted():
         for p in (cand, own):
             p.kill()
             p.wait()
+
+
+def test_wait_exit_returns_when_the_process_ends_not_at_the_next_poll():
+    """The judge waits for its candidate to die before the verdict leaves; Popen's own
+    wait polls every 50 ms, which every task paid. A process that ends is seen at once,
+    one that does not is given up on at the timeout, and neither is left unreaped."""
+    import subprocess
+    import sys
+    import time
+
+    from harness.sandbox import wait_exit
+
+    # Each child prints the monotonic clock (system-wide on Linux) as it exits; the
+    # wake-up lag after it is what Popen's 50 ms polling made ~25 ms on average.
+    lags = []
+    for _ in range(3):
+        quick = subprocess.Popen([sys.executable, "-c", "import os, sys, time; time.sleep(0.5); "
+                                  "print(time.monotonic(), flush=True); os._exit(0)"], stdout=subprocess.PIPE, text=True)
+        assert wait_exit(quick, 10.0)
+        woke = time.monotonic()
+        assert quick.returncode == 0
+        lags.append(woke - float(quick.stdout.read()))
+        quick.stdout.close()
+    assert sorted(lags)[1] < 0.02, lags
+
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        t0 = time.monotonic()
+        assert not wait_exit(stuck, 0.2)
+        assert 0.15 < time.monotonic() - t0 < 5.0
+        assert stuck.returncode is None
+    finally:
+        stuck.kill()
+        stuck.wait()
+    assert wait_exit(stuck, 0.0)  # already reaped: True at once

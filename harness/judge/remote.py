@@ -165,10 +165,7 @@ class Remote:
         while its kernel spins on the GPU dies only when the driver lets it go, and
         then kbench's own sweep reaps it."""
         self.kill()
-        try:
-            self.proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            pass
+        sandbox.wait_exit(self.proc, wait_s)
         # Its group's other members and any orphan it left; not the candidate itself
         # while it is still dying (waiting on it here would be the wait just bounded).
         sandbox.kill_descendants(exclude={self.proc.pid} if self.proc.poll() is None else frozenset(),
