@@ -90,7 +90,10 @@ def measure(problems: Path, solutions: Path, work: Path, condition: str) -> list
                      "builds_cached": results["run"].get("builds_cached"),
                      "tasks": {r["problem"]: {"status": r["status"], "speedup": r.get("speedup"),
                                               "ref": tt.side(r, "ref"), "sol": tt.side(r, "sol"),
-                                              "flags": r.get("flags") or []} for r in results["results"]}})
+                                              "flags": r.get("flags") or [],
+                                              # why, where a run did not give a speedup: a record must say
+                                              "message": r.get("message") if r["status"] != "ok" else ""}
+                               for r in results["results"]}})
         print(f"[repro] {condition} run {i + 1}/{RUNS} done", flush=True)
     return runs
 
@@ -111,7 +114,9 @@ def summarize(runs: list[dict], task: str) -> dict:
             "sol_spread": spread(sol), "faster_us": faster, "target": target,
             "met": s is not None and target is not None and s <= target,
             "clocks": sorted({f"{g['ref']['clock']}/{g['sol']['clock']}" for g in got if g.get("ref")}),
-            "statuses": [g.get("status") for g in got]}
+            "statuses": [g.get("status") for g in got],
+            "failures": [f"run {i + 1}: {g.get('status')}: {g.get('message', '')[:300]}" for i, g in enumerate(got)
+                         if g.get("status") not in (None, "ok")]}
 
 
 def pct(x: float | None) -> str:
@@ -131,6 +136,7 @@ def render(table: dict, load: dict, command: str, device: str, wall_s: float) ->
         shift = (statistics.median(loaded["speedups"]) / statistics.median(quiet["speedups"]) - 1
                  if loaded["speedups"] and quiet["speedups"] else None)
         rows.append([task, "loaded vs quiet", "", "median speedup moved", pct(shift), "", "", "", "", ""])
+    failed = [f"- {t}, {c}, {line}" for c in ("quiet", "loaded") for t in TASKS for line in table[c][t]["failures"]]
     met = [table[c][t]["met"] for c in ("quiet", "loaded") for t in TASKS if table[c][t]["target"] is not None]
     return "\n".join([
         "# Timing reproducibility: speedup spread over separate kbench runs",
@@ -146,6 +152,7 @@ def render(table: dict, load: dict, command: str, device: str, wall_s: float) ->
         "",
         tt.md_table(["task", "condition", "faster side us", f"speedups ({RUNS} runs)", "spread", "ref spread",
                      "sol spread", "target", "met", "clocks ref/sol"], rows),
+        *(["", "Runs that gave no speedup:", "", *failed] if failed else []),
     ])
 
 
