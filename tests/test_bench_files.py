@@ -25,6 +25,17 @@ def test_dry_run_writes_and_checks_the_task_files(script, tmp_path):
     assert done.stdout.count("  solution ") == 15
 
 
+def test_cold_set_has_twenty_candidates_each_declaring_its_verdict(tmp_path):
+    """bench/cold_set.py: the 15 model-style candidates plus the 5 extras, whose first line
+    declares what kbench must make of them (a hang, a crash, a build error, a wrong answer)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_set.py"), "--dry-run", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "20 candidates; dry run ok" in done.stdout
+    declared = sorted(line.rsplit("declared ", 1)[1] for line in done.stdout.splitlines() if line.startswith("  extra "))
+    assert declared == ["build_error", "crashed or runtime_error", "incorrect", "ok", "timeout"]
+
+
 def test_dry_run_refuses_a_solution_whose_forward_does_not_match(tmp_path):
     sys.path.insert(0, str(ROOT / "bench"))
     import timing_tasks
