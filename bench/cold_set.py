@@ -11,6 +11,8 @@ Each checkout runs the same set with an empty build cache of its own, the same
 options, one after the other on the same machine:
 
     python bench/cold_set.py --work DIR --root old=/path/to/old/checkout --root new=. --md OUT.md --json OUT.json
+    python bench/cold_set.py --work DIR --root old=PATH --json old.json   # one checkout per call, then
+    python bench/cold_set.py --work DIR --merge old.json new.json --md OUT.md
     python bench/cold_set.py --work DIR --dry-run        # write the set and check it on the CPU
 
 Reported per checkout: the wall time of `kbench run`, its build stage, the seconds
@@ -53,6 +55,7 @@ def run(root: Path, name: str, problems: Path, solutions: Path, work: Path) -> d
     cmd = [sys.executable, str(root / "cli.py"), "run", "--problems", str(problems), "--solutions", str(solutions),
            "--out", str(out), "--cache-dir", str(cache), *KBENCH_ARGS]
     log = work / name / "kbench.log"
+    at = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
     t0 = time.monotonic()
     with open(log, "w") as f:
         done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=root)
@@ -65,23 +68,23 @@ def run(root: Path, name: str, problems: Path, solutions: Path, work: Path) -> d
              for r in data["results"]}
     hung = [t["seconds"] for t in tasks.values() if t["status"] == "timeout"]
     print(f"[cold_set] {name}: {wall:.1f} s wall, {len(tasks)} tasks", flush=True)
-    return {"root": str(root), "wall_s": round(wall, 1), "build_s": data["run"].get("build_seconds"),
+    return {"root": str(root), "at": at, "wall_s": round(wall, 1), "build_s": data["run"].get("build_seconds"),
             "hang_s": hung[0] if hung else None, "tasks": tasks}
 
 
 def render(runs: dict, solutions: Path, command: str, device: str) -> str:
     names = list(runs)
     keys = sorted({k for r in runs.values() for k in r["tasks"]})
-    rows = [[name, f"{r['wall_s']:.1f}", "-" if r["build_s"] is None else f"{r['build_s']:.1f}",
+    rows = [[name, r.get("at", "-"), f"{r['wall_s']:.1f}", "-" if r["build_s"] is None else f"{r['build_s']:.1f}",
              "-" if r["hang_s"] is None else f"{r['hang_s']:.1f}",
              ", ".join(f"{s} {n}" for s, n in sorted(_counts(r).items()))] for name, r in runs.items()]
     lines = [
         "# Cold runs of 20 model-style candidates: one checkout against another",
         "",
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {device}; `{command}`.",
+        f"{device}; `{command}`.",
         f"Options for every checkout: `{' '.join(KBENCH_ARGS)}`, an empty build cache each.",
         "",
-        tt.md_table(["checkout", "wall s", "build stage s", "hung task s", "statuses"], rows),
+        tt.md_table(["checkout", "started", "wall s", "build stage s", "hung task s", "statuses"], rows),
         "",
     ]
     if len(names) >= 2:
@@ -111,9 +114,18 @@ def main() -> None:
     ap.add_argument("--md", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--dry-run", action="store_true", help="write the set and check it on the CPU; no GPU")
+    ap.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                    help="render the runs of earlier --json files (one checkout each: a device call may not fit two)")
     a = ap.parse_args()
     work = a.work.resolve()
     problems, solutions = write_set(work)
+    if a.merge:
+        loaded = [json.loads(p.read_text()) for p in a.merge]
+        runs = {name: r for d in loaded for name, r in d["runs"].items()}
+        command = " and ".join(d["command"] for d in loaded)
+        tt.write_outputs(render(runs, solutions, command, loaded[0]["device"]), {"merged": [str(p) for p in a.merge]},
+                         a.md, None)
+        return
     if a.dry_run:
         lines = tt.validate(problems, solutions)
         for sol in sorted((solutions / "extra").rglob("*.py")):
@@ -129,7 +141,8 @@ def main() -> None:
 
     device = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
     command = "python bench/cold_set.py " + " ".join(sys.argv[1:])
-    tt.write_outputs(render(runs, solutions, command, device), {"kbench_args": KBENCH_ARGS, "runs": runs}, a.md, a.json)
+    tt.write_outputs(render(runs, solutions, command, device),
+                     {"kbench_args": KBENCH_ARGS, "runs": runs, "command": command, "device": device}, a.md, a.json)
 
 
 if __name__ == "__main__":
