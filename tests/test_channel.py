@@ -134,3 +134,25 @@ def test_a_cpu_candidate_that_skips_the_cache_flush_is_refused():
     unflushed = _side([1.3] * 20, [0.2] * 20, [0.37] * 20, [0.0] * 20, [0.9] * 20)
     assert "did not flush" in bound_violation(ref, unflushed, 3.0, 1, 1.0, 0.5)
     assert bound_violation(ref, unflushed, 3.0, 1, 1.0) is None
+
+
+def test_a_prepared_candidate_echoes_a_lent_tensor_before_any_solution_is_loaded():
+    """A judge started ahead sends one tensor each way before its task (on a GPU, over
+    CUDA IPC, so that the first export and open happen while it waits); the candidate
+    answers with its own tensor, computed from the lent one, and stays ready for the task."""
+    from harness.judge.remote import Remote
+
+    remote = Remote()
+    shared = channel.Shared(torch.device("cpu"))
+    try:
+        remote.request({"op": "ping"}, limit_s=120)
+        fds: list[int] = []
+        echo = channel.encode(shared.lend([torch.arange(4.0)]), fds, [], by_copy=False)
+        reply, blobs = remote.request({"op": "prepare", "device": "cpu", "echo": echo}, fds, limit_s=60)
+        out = remote.output(reply, blobs, torch.device("cpu"))
+        assert isinstance(out, list) and torch.equal(out[0], torch.arange(4.0) + 1)
+        reply, _ = remote.request({"op": "ping"}, limit_s=60)  # still serving
+        assert reply == {}
+    finally:
+        shared.close()
+        remote.close()

@@ -210,16 +210,31 @@ def _prepare_device(remote: Remote) -> None:
     """While waiting for the task, as the next judge to be used: the GPU's context
     and the clock, here and in the candidate, which would otherwise be made inside
     the task. A failure here is met again, and reported, where the task needs the GPU."""
-    from .. import timer
-    from .remote import CandidateError, CandidateGone, CandidateHung
+    from .. import channel, check, timer
 
     if os.environ.get("KBENCH_DEVICE") != "cuda":
         return
-    timer.prepare(torch.device("cuda"))
+    device = torch.device("cuda")
+    timer.prepare(device)
+    check.warm_up(device)
+    # One tensor each way over CUDA IPC, as every call of the check lends its inputs
+    # and takes back an output: the first export and open in each process (torch's
+    # IPC reference counts, the driver's mappings) happen here rather than in the check.
+    shared = None
     try:  # waits for the candidate's imports, as the task's first request would
-        remote.request({"op": "prepare", "device": "cuda"})
-    except (CandidateError, CandidateGone, CandidateHung):
+        shared = channel.Shared(device)
+        fds: list[int] = []
+        echo = channel.encode(shared.lend([torch.arange(64.0, device=device)]), fds, [], by_copy=False)
+        reply, blobs = remote.request({"op": "prepare", "device": "cuda", "echo": echo}, fds)
+        if "output" in reply:
+            remote.output(reply, blobs, device)
+    except Exception:  # noqa: BLE001 - a candidate gone or a GPU that fails here fails again, reported, in the task
         pass
+    finally:
+        del shared
+        if torch.cuda.is_initialized():
+            torch.cuda.ipc_collect()
+            torch.cuda.empty_cache()
 
 
 def main() -> None:
