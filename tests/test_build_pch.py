@@ -314,3 +314,42 @@ def test_the_pch_is_made_once_and_reused(pch_cache, tmp_path):
     result, log = _build(CPP_OK, pch_cache)
     assert result.ok and "precompiled in" in log
     assert (gch.stat().st_mtime_ns, gch.stat().st_ino) == stamp
+
+
+def test_a_small_second_round_of_builds_starts_with_the_first(monkeypatch):
+    """18 builds on 14 slots ran as 14 and then 4 on an H100 host, the last round alone
+    about half the build stage; up to twice the slots now start together (memory
+    permitting), and more than that run in rounds of the slots."""
+    import harness.build_queue as bq
+
+    monkeypatch.setattr(bq, "_memory_slots", lambda unknown=1: 42)  # 128 GB at 3 GB a compiler
+    assert bq.concurrency(18, 14) == 18
+    assert bq.concurrency(28, 14) == 28 and bq.concurrency(29, 14) == 14
+    assert bq.concurrency(1, 14) == 1 and bq.concurrency(0, 14) == 1
+    monkeypatch.setattr(bq, "_memory_slots", lambda unknown=1: 5)
+    assert bq.concurrency(18, 14) == 14 and bq.concurrency(8, 4) == 5  # what the memory holds
+
+
+def test_build_all_runs_a_small_second_round_beside_the_first(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    import harness.build_queue as bq
+
+    monkeypatch.setattr(bq, "_memory_slots", lambda unknown=1: 42)
+    files, cfg, _ = _fake_builds(monkeypatch, tmp_path, 3, [])
+    cfg = replace(cfg, jobs=2)
+    running, most, lock = [0], [0], threading.Lock()
+
+    def slow_build(task, key, cfg, max_jobs=1):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.3)
+        with lock:
+            running[0] -= 1
+        return build.BuildResult(True, None, "", 0.3, False, ""), "", []
+
+    monkeypatch.setattr(build, "_build_one", slow_build)
+    build.build_all(files, cfg)
+    assert most[0] == 3  # not 2, then 1
