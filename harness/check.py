@@ -77,6 +77,12 @@ class Errors:
                 self.rel_l2_fp64 = other.rel_l2_fp64
                 self.ref_rel_l2_fp64 = other.ref_rel_l2_fp64
                 self.tolerance = other.tolerance
+        elif self.rel_l2_fp64 is None and other.tolerance is not None:
+            # No float64 reference (--no-fp64, or it did not fit): the bound the comparison
+            # applied, which the timed outputs' projections are then held to. Left unset,
+            # they were held to 1e-7 of the output's norm: on the H100 a Triton SiLU of 67M
+            # values, 1e-7 off torch's, was "incorrect" in 3 of 6 runs.
+            self.tolerance = max(self.tolerance or 0.0, other.tolerance)
         for n in other.notes:
             if n not in self.notes:
                 self.notes.append(n)
