@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from .build_errors import build_error_message
-from .build_queue import BuildQueue, compile_slots, concurrency
+from .build_queue import BuildQueue, compile_slots
 from .isolate import kill_all, run_child
 from .records import BuildResult, Status, Task
 
@@ -70,10 +70,8 @@ def build_all(
     # Cached builds and files with nothing to compile are done at once; the queue
     # (whose length sets MAX_JOBS and whether a PCH pays off) holds real compiles.
     instant = [key for key in by_key if _nothing_to_compile(by_key[key][0], key, cfg)]
-    compiles = [key for key in by_key if key not in instant]
+    queue = BuildQueue([key for key in by_key if key not in instant], max(1, cfg.jobs))
     slots = compile_slots()
-    at_once = concurrency(len(compiles), max(1, cfg.jobs))
-    queue = BuildQueue(compiles, at_once)
     pch_root = pch_folder(cfg)
 
     def one(key: str) -> None:
@@ -95,9 +93,9 @@ def build_all(
 
     for key in instant:
         one(key)
-    pool = ThreadPoolExecutor(max_workers=at_once)
+    pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
-        for future in [pool.submit(drain) for _ in range(at_once)]:
+        for future in [pool.submit(drain) for _ in range(max(1, cfg.jobs))]:
             future.result()
     except BaseException:  # Ctrl-C: stop the compilers now, not after they finish
         queue.close()

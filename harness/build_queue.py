@@ -26,20 +26,6 @@ def compile_slots() -> int:
     return max(1, min(cores, _memory_slots(cores)))
 
 
-def concurrency(waiting: int, jobs: int) -> int:
-    """How many builds run at once. Each is one compiler most of its time (MAX_JOBS=1
-    when many wait), and `jobs` at once end in rounds: 18 builds on 14 slots of an H100
-    host ran as 14 and then 4, and the last round alone was about half of a 189 s build
-    stage (2026-11-23). So when up to twice `jobs` wait, all of them start: the cores
-    are shared and the builds end together, near their CPU time over the cores. The
-    compilers run niced (harness.build), so the evaluation lane keeps its cores.
-    Beyond that, rounds of `jobs` (the last round matters less the more there are);
-    never more than the memory holds, unless `jobs` was asked for."""
-    if waiting <= 2 * jobs:
-        return max(1, min(waiting, max(jobs, _memory_slots())))
-    return max(1, jobs)
-
-
 def _memory_slots(unknown: int = 1) -> int:
     """Compilers the host's memory holds at once; `unknown` where it cannot be read."""
     try:
