@@ -173,7 +173,8 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1) -> tup
     out = ext_dir / "result.partial.json"
     spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
     env = dict(os.environ)
-    env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1")
+    env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1",
+               KBENCH_PARENT_PID=str(os.getpid()))
     root = pch_folder(cfg)
     if root is not None:
         env["KBENCH_PCH_DIR"] = str(root)
@@ -278,6 +279,13 @@ def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]
 # ---- child side -------------------------------------------------------------
 
 def _child(spec_path: str) -> None:
+    # The solution's module-level code runs here, at import: it must not outlive a
+    # kbench killed outright (its --build-timeout is kbench's to enforce). The thread
+    # that started us waits for us, so the signal follows kbench's death only.
+    if os.environ.get("KBENCH_PARENT_PID"):
+        from .sandbox import set_parent_death_signal
+
+        set_parent_death_signal(int(os.environ["KBENCH_PARENT_PID"]))
     # Below the evaluation lane's processes, which time tasks while builds run; its
     # compilers (ninja, nvcc, cc1plus) inherit it.
     try:
