@@ -23,16 +23,11 @@ def compile_slots() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 2
-    return max(1, min(cores, _memory_slots(cores)))
-
-
-def _memory_slots(unknown: int = 1) -> int:
-    """Compilers the host's memory holds at once; `unknown` where it cannot be read."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
-        return unknown
-    return max(1, memory // (GIB_PER_COMPILE << 30))
+        return cores
+    return max(1, min(cores, memory // (GIB_PER_COMPILE << 30)))
 
 
 class BuildQueue:
