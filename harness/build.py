@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from .build_errors import build_error_message
-from .build_queue import BuildQueue, compile_slots
+from .build_queue import BuildQueue, build_nice, compile_slots, concurrency
 from .isolate import kill_all, run_child
 from .records import BuildResult, Status, Task
 
@@ -70,13 +70,15 @@ def build_all(
     # Cached builds and files with nothing to compile are done at once; the queue
     # (whose length sets MAX_JOBS and whether a PCH pays off) holds real compiles.
     instant = [key for key in by_key if _nothing_to_compile(by_key[key][0], key, cfg)]
-    queue = BuildQueue([key for key in by_key if key not in instant], max(1, cfg.jobs))
+    compiles = [key for key in by_key if key not in instant]
+    at_once = concurrency(len(compiles), max(1, cfg.jobs))
+    queue = BuildQueue(compiles, at_once)
     slots = compile_slots()
     pch_root = pch_folder(cfg)
 
-    def one(key: str) -> None:
+    def one(key: str, rank: int = 0) -> None:
         group = by_key[key]
-        result, log, wants = _build_one(group[0], key, cfg, queue.max_jobs(slots))
+        result, log, wants = _build_one(group[0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
         for task in group:
             results[task.key] = result
             if on_done:
@@ -85,17 +87,18 @@ def build_all(
             _schedule_pch(queue, pch_root, want, cfg)
 
     def drain() -> None:
-        while (item := queue.pop()) is not None:
+        while (popped := queue.pop()) is not None:
+            item, rank = popped
             try:
-                item() if callable(item) else one(item)
+                item() if callable(item) else one(item, rank)
             finally:
                 queue.done()
 
     for key in instant:
         one(key)
-    pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
+    pool = ThreadPoolExecutor(max_workers=at_once)
     try:
-        for future in [pool.submit(drain) for _ in range(max(1, cfg.jobs))]:
+        for future in [pool.submit(drain) for _ in range(at_once)]:
             future.result()
     except BaseException:  # Ctrl-C: stop the compilers now, not after they finish
         queue.close()
@@ -152,7 +155,8 @@ def _nothing_to_compile(task: Task, key: str, cfg: BuildConfig) -> bool:
     return cfg.use_cache and (ext_dir / RESULT_FILE).is_file() and intact(str(ext_dir / "ext"))
 
 
-def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1) -> tuple[BuildResult, str, list[dict]]:
+def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
+               nice: int = 10) -> tuple[BuildResult, str, list[dict]]:
     """One solution's build (or its cached one), its log, and the PCHs it would
     have used had they been made."""
     ext_dir = cfg.cache_dir / key
@@ -174,7 +178,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1) -> tup
     spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
     env = dict(os.environ)
     env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1",
-               KBENCH_PARENT_PID=str(os.getpid()))
+               KBENCH_PARENT_PID=str(os.getpid()), KBENCH_BUILD_NICE=str(nice))
     root = pch_folder(cfg)
     if root is not None:
         env["KBENCH_PCH_DIR"] = str(root)
@@ -278,6 +282,21 @@ def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]
 
 # ---- child side -------------------------------------------------------------
 
+def lower(nice: int) -> None:
+    """Run this process, and what it starts, at `nice`. Where the kernel groups
+    processes by session for scheduling (autogroup, on by default on many Linux
+    hosts), nice ranks a process only within its session, and every build is a
+    session of its own (isolate.Child): the session's own nice is set as well."""
+    try:
+        os.nice(max(0, nice - os.getpriority(os.PRIO_PROCESS, 0)))
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass  # no autogroup: the process's own nice is what counts
+
 def _child(spec_path: str) -> None:
     # The solution's module-level code runs here, at import: it must not outlive a
     # kbench killed outright (its --build-timeout is kbench's to enforce). The thread
@@ -286,12 +305,10 @@ def _child(spec_path: str) -> None:
         from .sandbox import set_parent_death_signal
 
         set_parent_death_signal(int(os.environ["KBENCH_PARENT_PID"]))
-    # Below the evaluation lane's processes, which time tasks while builds run; its
-    # compilers (ninja, nvcc, cc1plus) inherit it.
-    try:
-        os.nice(10)
-    except OSError:
-        pass
+    # Below the evaluation lane's processes, which time tasks while builds run, and
+    # ranked among the builds (build_queue.build_nice); its compilers (ninja, nvcc,
+    # cc1plus) inherit it.
+    lower(int(os.environ.get("KBENCH_BUILD_NICE", "10")))
     spec = json.loads(Path(spec_path).read_text())
     from . import load
 
