@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -109,25 +108,6 @@ class InlineExecutor:
 # imports take host cores from the task being timed: at most one per 4 cores,
 # and none on a CPU run, where the host clock times the task.
 PRESTART = 4
-# Tasks one judge process may serve in a row (solutions of one problem), each with
-# a candidate process of its own: past this, a fresh judge, so that nothing of
-# many tasks accumulates in one process.
-SERVE_AT_MOST = 32
-
-
-def _problem_key(spec: TaskSpec) -> tuple[str, str]:
-    """Tasks a judge kept after its task may serve: the same problem and options."""
-    return spec.problem_source.sha256, repr(spec.options)
-
-
-@dataclass
-class _Kept:
-    """A judge that served the lane's last task and stays for the next task of its
-    problem, with that task's candidate started (judge/main.py's Spare)."""
-
-    key: tuple[str, str]
-    child: Child
-    served: int
 
 
 @dataclass
@@ -159,17 +139,10 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, hosts: list[work.Host], events: Events | None = None, *, prestart: int = 0,
-                 warm: bool = False, shapes: Callable[[str], dict | None] | None = None,
-                 reuse: bool | None = None):
+                 warm: bool = False, shapes: Callable[[str], dict | None] | None = None):
         self.hosts, self.events = hosts, events or Quiet()
         self.device = hosts[0].device
         self.depth = 0 if self.device == "cpu" else prestart
-        # A judge serves the next task of its problem (its teardown, ~0.1-0.2 s of
-        # CUDA context on an H100, then falls once per problem rather than per task).
-        # Not on --device cpu by default: the next task's candidate, started during a
-        # task, would import torch on the cores the host clock times.
-        self.reuse = self.device == "cuda" if reuse is None else reuse
-        self._pending: dict[tuple[str, str], int] = {}  # submitted, not yet taken, per problem
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
         self.shapes = shapes or (lambda path: None)
         self.overlap = self.device == "cuda"
@@ -192,7 +165,7 @@ class LocalExecutor:
     def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
         fut: Future = Future()
         self._options = spec.options
-        self._start([spec])
+        self._start(1)
         self._builds.submit(self._build, spec, log_path, fut)
         return fut
 
@@ -211,7 +184,7 @@ class LocalExecutor:
             futures.append(fut)
         if items:
             self._options = items[0][0].options
-        self._start([spec for spec, _ in items])
+        self._start(len(items))
 
         def on_done(task, built: BuildResult, log: str) -> None:
             spec, log_path, fut = by_task[task.key]
@@ -233,14 +206,11 @@ class LocalExecutor:
             self._builds.submit(build_all)
         return futures
 
-    def _start(self, specs: list[TaskSpec]) -> None:
+    def _start(self, count: int) -> None:
         with self._cv:
             if self._closed:
                 raise RuntimeError("the executor is closed")
-            self._building += len(specs)
-            for spec in specs:
-                key = _problem_key(spec)
-                self._pending[key] = self._pending.get(key, 0) + 1
+            self._building += count
             if not self._lanes:
                 self._lanes = [threading.Thread(target=self._lane, args=(h,), daemon=True, name=f"kbench-lane-{i}")
                                for i, h in enumerate(self.hosts)]
@@ -268,49 +238,32 @@ class LocalExecutor:
             self._cv.notify_all()
 
     # -- lanes ---------------------------------------------------------------------
-    def _take(self, prefer: tuple[str, str] | None) -> tuple[_Item | None, int, bool]:
-        """The next task (one of the `prefer` problem first, if one is built), how
-        many wait behind it, and whether another of its problem is still to come."""
+    def _take(self) -> tuple[_Item | None, int]:
         with self._cv:
             while not self._closed and (not self._queue or (not self.overlap and self._building)):
                 self._cv.wait(0.5)
             if self._closed:
-                return None, 0, False
-            at = next((i for i, it in enumerate(self._queue) if it.built.ok and _problem_key(it.spec) == prefer), 0)
-            item = self._queue.pop(at)
-            key = _problem_key(item.spec)
-            self._pending[key] -= 1
-            return item, len(self._queue) + self._building, self._pending[key] > 0
+                return None, 0
+            item = self._queue.pop(0)
+            return item, len(self._queue) + self._building
 
     def _lane(self, host: work.Host) -> None:
         ready: list[tuple[object, Child]] = []  # (options, judge started for them)
-        state: dict = {"healthy": True, "kept": None, "lead": 0.0}
+        state = {"healthy": True}
         try:
             while True:
                 self._start_while_building(host, ready)
-                kept = state["kept"]
-                item, pending, more = self._take(kept.key if kept else None)
+                item, pending = self._take()
                 if item is None:
                     return
-                if kept and item.built.ok and (_problem_key(item.spec) != kept.key or not kept.child.alive()):
-                    self._end_kept(state)  # its teardown is this task's: counted in its overhead
                 try:
-                    result = self._judge(host, item, pending, ready, state, more)
+                    result = self._judge(host, item, pending, ready, state)
                 except Exception as e:  # noqa: BLE001 - a bug of ours: this task says so, the lane goes on
                     result = _crashed(item.spec, "judging it", e)
                 item.future.set_result(_finish(result, item.path, item.tmp))
         finally:
-            if state["kept"]:
-                state["kept"].child.discard()
             for _, c in ready:
                 c.discard()
-
-    @staticmethod
-    def _end_kept(state: dict) -> None:
-        t0 = time.monotonic()
-        state["kept"].child.discard()
-        state["kept"] = None
-        state["lead"] += time.monotonic() - t0
 
     def _start_while_building(self, host: work.Host, ready: list) -> None:
         """Judges started while this lane waits for builds, so that their seconds of
@@ -322,28 +275,19 @@ class LocalExecutor:
             waiting = 0 if self._queue else self._building
         _start_ahead(host, ready, self._options, min(self.depth, waiting))
 
-    def _judge(self, host: work.Host, item: _Item, pending: int, ready: list, state: dict, more: bool) -> TaskResult:
+    def _judge(self, host: work.Host, item: _Item, pending: int, ready: list, state: dict) -> TaskResult:
         spec = item.spec
         self.events.started(spec.key)
         if not state["healthy"]:
             return work.failed(spec, Status.SKIPPED, "not run: the GPU failed its health check after an earlier task")
-        child, kept, served = None, state["kept"], 1
-        if item.built.ok and kept is not None:
-            child, served, state["kept"] = kept.child, kept.served + 1, None
-        elif item.built.ok:
+        child = None
+        if item.built.ok:
             child = next((c for o, c in ready if o == spec.options), None)
             ready[:] = [(o, c) for o, c in ready if c is not child]
             _start_ahead(host, ready, spec.options, min(self.depth, pending) - len(ready))
-            child = child or launch.start_worker(host.eval_config(spec.options))
-        keep = self.reuse and more and child is not None and served < SERVE_AT_MOST
-        lead, state["lead"] = state["lead"], 0.0
         problem = work.task_of(spec, host.cache_dir).problem_path
         result = work.evaluate_built(spec, item.built, host, item.path, child,
-                                     self.shapes(problem) if item.built.ok else None, keep=keep, lead_s=lead)
-        if keep and child.alive():
-            state["kept"] = _Kept(_problem_key(spec), child, served)
-            if result.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-                self._end_kept(state)  # the GPU is checked next, by a fresh process: not with this one's context
+                                     self.shapes(problem) if item.built.ok else None)
         if self.device == "cuda":
             state["healthy"] = launch.healthy_after(result, host.gpu_index)
             if not state["healthy"]:

@@ -56,79 +56,28 @@ def describe_exit(rc: int | None) -> str:
 class _CappedLog:
     """Drains a pipe, keeping its head and tail only, so a child that writes
     64 MB (or forever) neither blocks nor fills the disk. The log file is named
-    and written at close, so a child may start before its log is known.
-
-    A judge that serves several tasks writes them all to one pipe: `cut` ends one
-    task's part where the judge printed the task's marker (a nonce kbench chose),
-    and what follows belongs to the next task."""
+    and written at close, so a child may start before its log is known."""
 
     def __init__(self, pipe):
-        self.pipe = pipe
-        self._cv = threading.Condition()
-        self._part = _LogPart()
-        self._done: list[_LogPart] = []  # parts ended by their marker, not yet written
-        self.marker = b""  # the marker the drain looks for (set before the task is sent)
-        self._eof = False
+        self.pipe, self.dropped = pipe, 0
+        self.head, self.tail = bytearray(), bytearray()
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
     def _drain(self) -> None:
-        carry = b""
-        for chunk in iter(lambda: self.pipe.read1(65536), b""):  # what is there: a kept judge writes on
-            data = carry + chunk
-            with self._cv:
-                marker = self.marker
-                at = data.find(marker) if marker else -1
-                if at >= 0:
-                    self._part.add(data[:at])
-                    self._done.append(self._part)
-                    self._part, self.marker = _LogPart(), b""
-                    data = data[at + len(marker):]
-                    self._cv.notify_all()
-                    marker = b""
-                keep = min(len(marker) - 1, len(data)) if marker else 0  # a marker split over two reads
-                carry = data[len(data) - keep:]
-                self._part.add(data[:len(data) - keep])
-        with self._cv:
-            self._part.add(carry)
-            self._eof = True
-            self._cv.notify_all()
-
-    def cut(self, path: Path | None, timeout: float = 5.0) -> int:
-        """Write the part that ended at the marker to `path` (after `timeout` without
-        it, what came so far); returns the bytes dropped from it."""
-        with self._cv:
-            self._cv.wait_for(lambda: self._done or self._eof, timeout)
-            if self._done:
-                part = self._done.pop(0)
-            else:
-                part, self._part, self.marker = self._part, _LogPart(), b""
-        return part.write(path)
+        for chunk in iter(lambda: self.pipe.read(65536), b""):
+            room = LOG_HEAD_BYTES - len(self.head)
+            self.head += chunk[:room]
+            rest = chunk[room:] if room < len(chunk) else b""
+            if rest:
+                self.tail += rest
+                if len(self.tail) > LOG_TAIL_BYTES:
+                    self.dropped += len(self.tail) - LOG_TAIL_BYTES
+                    del self.tail[: len(self.tail) - LOG_TAIL_BYTES]
 
     def close(self, path: Path | None, timeout: float = 10.0) -> int:
         self.thread.join(timeout)
-        with self._cv:
-            parts, self._done = [*self._done, self._part], []
-            self._part = _LogPart()
-        return sum(part.write(path) for part in parts)
-
-
-class _LogPart:
-    def __init__(self):
-        self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
-
-    def add(self, chunk: bytes) -> None:
-        room = LOG_HEAD_BYTES - len(self.head)
-        self.head += chunk[:room]
-        rest = chunk[room:] if room < len(chunk) else b""
-        if rest:
-            self.tail += rest
-            if len(self.tail) > LOG_TAIL_BYTES:
-                self.dropped += len(self.tail) - LOG_TAIL_BYTES
-                del self.tail[: len(self.tail) - LOG_TAIL_BYTES]
-
-    def write(self, path: Path | None) -> int:
-        if path is not None:  # made even when empty: callers read it
+        if path is not None:
             with open(path, "ab") as f:
                 f.write(self.head)
                 if self.dropped:
@@ -232,65 +181,31 @@ class Child:
     def finish(self, log_path: Path, timeout: float, line: str | None = None) -> ChildOutcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        since = len(self.results.messages) if self.results is not None else 0  # a judge's earlier tasks
-        try:
-            if line is not None:
-                self.proc.stdin.write(line.encode() + b"\n")
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # it died waiting; its exit code says how
-        return self._end(log_path, start, since, self._wait_or_kill(timeout, since, keep=False))
-
-    def serve(self, log_path: Path, timeout: float, line: str, marker: str) -> ChildOutcome:
-        """Send a judge one task and wait for its result, leaving it running for the
-        next task (finish or discard ends it). Its log up to `marker`, which the judge
-        prints once the task's candidate is dead, goes to `log_path`. A judge that dies
-        or times out instead is ended, as finish ends it."""
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        start = time.monotonic()
-        since = len(self.results.messages)
-        with self.log._cv:
-            self.log.marker = marker.encode()
-        try:
-            self.proc.stdin.write(line.encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died waiting; its exit code says how
-        timed_out = self._wait_or_kill(timeout, since, keep=True)
-        if timed_out or self.proc.returncode is not None:
-            return self._end(log_path, start, since, timed_out)
-        self.result_seen = None
-        dropped = self.log.cut(log_path)
-        return ChildOutcome(returncode=None, timed_out=False, seconds=time.monotonic() - start,
-                            dropped_log_bytes=dropped, messages=tuple(self.results.messages[since:]),
-                            after_result_s=0.0)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _wait_or_kill(self, timeout: float, since: int, keep: bool) -> bool:
-        """Wait as _wait does; True if it timed out (the child is then killed)."""
         proc = self.proc
         try:
-            self._wait(timeout, since, keep)
+            if line is not None:
+                proc.stdin.write(line.encode() + b"\n")
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died waiting; its exit code says how
+        timed_out = False
+        try:
+            self._wait(timeout)
         except subprocess.TimeoutExpired:
+            timed_out = True
             kill_group(proc)
             proc.wait()
-            return True
         finally:
-            if proc.returncode is None and not (keep and self._has_result(since)):
-                kill_group(proc)  # interrupted (Ctrl-C): take the child down with us
+            if proc.returncode is None:  # interrupted (Ctrl-C): take the child down with us
+                kill_group(proc)
                 proc.wait()
-        return False
-
-    def _end(self, log_path: Path, start: float, since: int, timed_out: bool) -> ChildOutcome:
-        _live.discard(self.proc)
+            _live.discard(proc)
         sweep_orphans()
-        messages = self.results.close()[since:] if self.results is not None else ()
+        messages = self.results.close() if self.results is not None else ()
         dropped = self.log.close(log_path)
         end = time.monotonic()
         return ChildOutcome(
-            returncode=None if timed_out else self.proc.returncode,
+            returncode=None if timed_out else proc.returncode,
             timed_out=timed_out,
             seconds=end - start,
             dropped_log_bytes=dropped,
@@ -298,21 +213,15 @@ class Child:
             after_result_s=None if self.result_seen is None else round(end - self.result_seen, 3),
         )
 
-    def _has_result(self, since: int) -> bool:
-        return self.results is not None and any("result" in m for m in list(self.results.messages[since:]))
-
-    def _wait(self, timeout: float, since: int = 0, keep: bool = False) -> None:
+    def _wait(self, timeout: float) -> None:
         """Until the child exits or, for a judge, its result has arrived (what it
-        does after that is cleanup, which killing its group does faster, unless it
-        is kept for another task)."""
+        does after that is cleanup, which killing its group does faster)."""
         if self.results is None:
             self.proc.wait(timeout=timeout)
             return
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
-            if self._has_result(since):
-                if keep:
-                    return
+            if any("result" in m for m in list(self.results.messages)):
                 # A judge sends its result once its candidate is dead; what it would
                 # do after is its own teardown, which a kill ends sooner. Not left
                 # to a thread while the next task starts: on an H100 that moved the
@@ -326,11 +235,10 @@ class Child:
             time.sleep(0.005)
 
     def discard(self) -> None:
-        """Kill a child that was started and never used, or kept after its last task."""
+        """Kill a child that was started and never used."""
         kill_group(self.proc)
         self.proc.wait()
         _live.discard(self.proc)
-        sweep_orphans()  # a kept judge's spare candidate, which its death orphaned
         if self.results is not None:
             self.results.close(1.0)
         self.log.close(None)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,19 +73,18 @@ def prepare(child: Child) -> None:
         child.tell(PREPARE_LINE)
 
 
-def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | None, lead_s: float = 0.0) -> dict:
+def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | None) -> dict:
     """The judge's phases, and the worker's seconds outside them, which per-task
     overhead includes and no phase shows: "close" (the judge ending its candidate
     before its verdict leaves), "teardown" (kbench ending the judge once the
-    verdict is in; or, for a task whose judge served the task before it, ending
-    a kept judge that could not serve this one: `lead_s`) and "handoff" (the
-    rest: a judge still starting or preparing, the spec's and the result's way)."""
+    verdict is in) and "handoff" (the rest: a judge still starting or preparing,
+    the spec's and the result's way)."""
     phases = dict(data.get("phase_seconds", {}))
     inside = data.get("worker_seconds")
     if not isinstance(inside, (int, float)):
         return phases
     close = data.get("close_seconds") if isinstance(data.get("close_seconds"), (int, float)) else 0.0
-    after = (after_result_s or 0.0) + lead_s
+    after = after_result_s or 0.0
     phases.update(close=round(close, 3), teardown=round(after, 3),
                   handoff=round(max(0.0, worker_seconds - inside - close - after), 3))
     return phases
@@ -94,15 +92,12 @@ def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | Non
 
 def evaluate(
     task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path | None = None,
-    child: Child | None = None, shape: dict | None = None, keep: bool = False, lead_s: float = 0.0,
+    child: Child | None = None, shape: dict | None = None,
 ) -> TaskResult:
     """Run one task in a worker (`child`, started ahead by start_worker, or a new
     one). `shape`: the problem's input and output bytes, for refusing a task
-    that cannot fit before anything is allocated. `keep`: the judge stays for
-    another task of the same problem after this one (child.alive() says whether
-    it did), with that task's candidate started now. `lead_s`: the seconds spent
-    ending the judge of the task before, which this task waited for."""
-    t0 = time.monotonic() - lead_s
+    that cannot fit before anything is allocated."""
+    t0 = time.monotonic()
     base = dict(problem=task.problem, solution_set=task.solution_set, solution_path=task.solution_path, log_path=str(log_path),
                 gpu=cfg.gpu_index)
     if not built.ok:
@@ -128,11 +123,7 @@ def evaluate(
         "shape": shape,
     }
     child = child or start_worker(cfg)
-    if keep:
-        spec.update(serve_next=True, log_marker=f"\n[kbench: end of task {secrets.token_hex(16)}]\n")
-        outcome = child.serve(log_path, cfg.timeout, json.dumps(spec), spec["log_marker"])
-    else:
-        outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec))
+    outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec))
     messages = outcome.messages
     phases = [m["phase"] for m in messages if isinstance(m.get("phase"), str)]
     phase = phases[-1] if phases else "start"
@@ -177,7 +168,7 @@ def evaluate(
         seconds=seconds,
         check=check,
         timing=timing,
-        phase_seconds=_with_handoff(data, worker_seconds, outcome.after_result_s, lead_s),
+        phase_seconds=_with_handoff(data, worker_seconds, outcome.after_result_s),
         overhead_seconds=round(worker_seconds - not_overhead, 3),
         spent_seconds=spent,
         custom_share=data.get("custom_share"),

@@ -209,19 +209,17 @@ def cpu_seconds(pid: int) -> float:
     return _cpu_of(_fields(line), reaped=False) if line else 0.0
 
 
-def started_by(judge: int, candidate: int, exclude: frozenset[int] | set[int] = frozenset()) -> float:
+def started_by(judge: int, candidate: int) -> float:
     """CPU seconds used by the processes a candidate started: its descendants (the
     ones it reaped included), and those it detached, which come to `judge` (a
     subreaper) outside the judge's own process group. The candidate's own threads
-    are not counted, nor `exclude`: the judge's own children (the next task's
-    candidate, started already)."""
+    are not counted."""
     stats = _all_stats()
     kids: dict[int, list[int]] = {}
     for pid, fields in stats.items():
         kids.setdefault(int(fields[1]), []).append(pid)
     group = lambda pid: stats[pid][2] if pid in stats else None  # noqa: E731 - the process group id
-    todo = kids.get(candidate, []) + [p for p in kids.get(judge, [])
-                                      if p != candidate and p not in exclude and group(p) != group(judge)]
+    todo = kids.get(candidate, []) + [p for p in kids.get(judge, []) if p != candidate and group(p) != group(judge)]
     # Children the candidate reaped took their time into its own line.
     total, seen = (_cpu_of(stats[candidate], own=False) if candidate in stats else 0.0), set()
     while todo:

@@ -29,12 +29,10 @@ UNTIMED_FRACTION = 0.25  # device-wide wall beyond the events, as a share of the
 UNTIMED_MIN_MS = 0.05  # and at least this much, means work escaped the events
 BELOW_FLOOR_FRACTION = 0.9  # faster than 90% of the time to read the inputs from HBM cannot be real
 NOISY_REL_CI = 0.05  # speedup interval half-width over 5% of the speedup
-SPARE_WAIT_S = 120.0  # how long a next task waits for its spare candidate's imports and GPU context
 
 
-def run(spec: dict, remote: Remote, emit, spare_pids: frozenset[int] = frozenset()) -> dict:
+def run(spec: dict, remote: Remote, emit) -> dict:
     judge = Judge(spec, remote, lambda name: emit({"phase": name}))
-    judge.spare_pids = spare_pids
     status, message, timing = Status.OK, "", None
     phase_seconds: dict[str, float] = {}
     started = [time.monotonic(), "load"]
@@ -239,67 +237,6 @@ def _prepare_device(remote: Remote) -> None:
             torch.cuda.empty_cache()
 
 
-class Spare:
-    """The candidate process of this judge's next task, started as this task starts
-    when kbench says one may follow (another solution of the same problem): it
-    imports torch and makes its GPU context while this task runs, as the candidate
-    of a judge started ahead does, so the next task does not wait for either. Its
-    preparation is asked for now and its answer read when it is taken."""
-
-    def __init__(self, device_type: str):
-        from .. import channel
-
-        self.remote = Remote()
-        self.shared = None
-        self.asked = False
-        if device_type != "cuda":
-            return
-        try:
-            device = torch.device("cuda")
-            self.shared = channel.Shared(device)
-            fds: list[int] = []
-            echo = channel.encode(self.shared.lend([torch.arange(64.0, device=device)]), fds, [], by_copy=False)
-            channel.send(self.remote.sock, {"op": "prepare", "device": "cuda", "echo": echo}, fds=fds)
-            self.asked = True
-        except Exception:  # noqa: BLE001 - unprepared, it makes its context in the task, as without a spare
-            pass
-
-    @property
-    def pid(self) -> int:
-        return self.remote.proc.pid
-
-    def take(self, wait_s: float = SPARE_WAIT_S) -> Remote:
-        """The candidate, its answer read; a new one if it died or never answered
-        (a fault of kbench's side, not of the next solution)."""
-        from .. import channel
-
-        if self.asked:
-            try:
-                self.remote.sock.settimeout(wait_s)
-                reply, blobs, fds = channel.recv(self.remote.sock)
-                self.remote.sock.settimeout(None)
-                for fd in fds:
-                    os.close(fd)
-                if "output" in reply:
-                    self.remote.output(reply, blobs, torch.device("cuda"))
-            except Exception:  # noqa: BLE001
-                self.remote.close()
-                self.remote = Remote()
-        self.shared = None
-        return self.remote
-
-
-def _free_task_memory() -> None:
-    """What a task left in this process (its reference, inputs, outputs), freed
-    before the next task of a judge that serves several."""
-    import gc
-
-    gc.collect()
-    if torch.cuda.is_initialized():
-        torch.cuda.ipc_collect()
-        torch.cuda.empty_cache()
-
-
 def main() -> None:
     result_fd = int(sys.argv[1])
     sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
@@ -316,46 +253,27 @@ def main() -> None:
     while line == PREPARE_LINE:
         _prepare_device(remote)
         line = sys.stdin.readline().strip()
-    served = 0
-    while line:
-        spec = json.loads(line)
-        served += 1
-        if served > 1:
-            print(f"[kbench] judge process {os.getpid()}, task {served} it serves (the last one's candidate is dead; "
-                  "this one's is new)", flush=True)
-        # kbench may send another task of the same problem after this one: this
-        # process then stays, with the next task's candidate started now. A new
-        # candidate per task, always: nothing of one solution meets the next.
-        spare = Spare(spec["device"]) if spec.get("serve_next") else None
-        if spec.get("extensions_dir"):
-            os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
-        t0 = time.monotonic()
-        try:
-            result = run(spec, remote, emit, frozenset({spare.pid}) if spare else frozenset())
-            result["worker_seconds"] = time.monotonic() - t0
-        finally:
-            # The candidate and all it started are dead (reaped, their GPU context gone)
-            # before the verdict leaves: kbench starts the next task on this GPU as
-            # soon as it has the result, and nothing of this one may touch it.
-            t1 = time.monotonic()
-            remote.close(keep={spare.pid} if spare else frozenset())
-        result["close_seconds"] = round(time.monotonic() - t1, 3)
-        if spare is None:
-            emit({"result": result})
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)  # no interpreter teardown: CUDA teardown can hang
-        _free_task_memory()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if isinstance(spec.get("log_marker"), str):
-            os.write(1, spec["log_marker"].encode())  # where this task's log ends (kbench cuts it there)
-        emit({"result": result})
-        line = sys.stdin.readline().strip()
-        if not line:
-            break
-        remote = spare.take()
-    os._exit(0)
+    if not line:
+        remote.close()
+        os._exit(0)  # not needed after all
+    spec = json.loads(line)
+    if spec.get("extensions_dir"):
+        os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
+    t0 = time.monotonic()
+    try:
+        result = run(spec, remote, emit)
+        result["worker_seconds"] = time.monotonic() - t0
+    finally:
+        # The candidate and all it started are dead (reaped, their GPU context gone)
+        # before the verdict leaves: kbench ends this process as soon as it has the
+        # result and starts the next task, which nothing of this one may touch.
+        t1 = time.monotonic()
+        remote.close()
+    result["close_seconds"] = round(time.monotonic() - t1, 3)
+    emit({"result": result})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: CUDA teardown can hang
 
 
 if __name__ == "__main__":

@@ -157,7 +157,7 @@ class Remote:
             pass
         self.proc.kill()
 
-    def close(self, wait_s: float = CLOSE_WAIT_S, keep: set[int] | frozenset = frozenset()) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """End the candidate and everything it started (its session's group and
         any orphan, which this subreaper inherits) now: its work is done, and a
         polite exit would only wait for it (it skips its own teardown either way).
@@ -168,8 +168,7 @@ class Remote:
         sandbox.wait_exit(self.proc, wait_s)
         # Its group's other members and any orphan it left; not the candidate itself
         # while it is still dying (waiting on it here would be the wait just bounded).
-        # `keep`: the next task's candidate, started already (judge/main.py's Spare).
-        sandbox.kill_descendants(exclude=({self.proc.pid} if self.proc.poll() is None else set()) | set(keep),
+        sandbox.kill_descendants(exclude={self.proc.pid} if self.proc.poll() is None else frozenset(),
                                  deadline_s=wait_s)
         self.sock.close()
         import shutil

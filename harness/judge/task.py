@@ -92,7 +92,6 @@ class Judge:
         self.shared = channel.Shared(self.device)
         self.ref_call_s: float | None = None  # the reference's seconds per call: what bounds a hang
         self.seen_signatures: set[tuple] = set()  # input shapes the candidate has been called on
-        self.spare_pids: frozenset[int] = frozenset()  # the next task's candidate (main.py's Spare): not this one's
 
     # -- plumbing -------------------------------------------------------------
     @contextlib.contextmanager

@@ -203,7 +203,7 @@ class Timer:
         # A release may time the call again around a synchronize (a side that syncs inside).
         self.release_limit = self.sample_limit
         self.rtt_ms = self._rtt()
-        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid, self.j.spare_pids)
+        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid)
         overhead = self.clock.empty_pair_ms()
         warm_ref, warm_sol = self._warm_up()
         clock_name, note = self.clock.name, None  # after the warm-up: a side that syncs inside has found out
@@ -238,7 +238,7 @@ class Timer:
             # eager call's, from the warm-up (its first call is never held).
             ref.host_ms, sol.host_ms = self.warm[0].host_ms[1:], self.warm[1].host_ms[1:]
         result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
-        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid, self.j.spare_pids) - started_s
+        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid) - started_s
         cpu = clock_name == "cpu_clock"
         result.interference_note = self._interference(started_s)
         result.bound_note = bound_violation(ref, sol, ALLOWANCE_FRACTION_CPU if cpu else ALLOWANCE_FRACTION,
