@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -410,3 +411,37 @@ def test_a_build_that_hangs_at_import_dies_with_kbench(tmp_path):
 def test_a_build_that_clears_its_parent_death_signal_dies_with_kbench(tmp_path):
     prelude = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none"
     assert _kill_kbench_during_a_build(tmp_path, prelude) is None, "the build process outlived kbench"
+
+
+def test_a_judge_starts_its_candidate_before_it_imports_torch():
+    """Each process imports torch for seconds on a GPU host; a judge that started its
+    candidate only after its own import was ready ~8 s after it started, and on an
+    H100 tasks of ~1.5 s waited for the judges started ahead of them. The judge's
+    first import of torch must find its candidate already running."""
+    import subprocess
+    import sys
+
+    spy = (
+        "import importlib.abc, os, sys\n"
+        "class Spy(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'torch':\n"
+        "            kids = []\n"
+        "            for pid in os.listdir('/proc'):\n"
+        "                try:\n"
+        "                    stat = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
+        "                    if int(stat[1]) == os.getpid():\n"
+        "                        kids.append(open(f'/proc/{pid}/cmdline', 'rb').read())\n"
+        "                except (OSError, ValueError, IndexError):\n"
+        "                    pass\n"
+        "            print('CANDIDATE FIRST' if any(b'harness.candidate' in k for k in kids) else 'TORCH FIRST', flush=True)\n"
+        "            os._exit(0)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "sys.argv = ['harness.judge', '1']\n"
+        "import runpy\n"
+        "runpy.run_module('harness.judge', run_name='__main__')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", spy], capture_output=True, text=True, timeout=120,
+                         cwd=str(Path(sandbox.__file__).resolve().parent.parent))
+    assert "CANDIDATE FIRST" in out.stdout, out.stdout + out.stderr[-2000:]

@@ -1,3 +1,19 @@
-from harness.judge.main import main
+"""python -m harness.judge RESULT_FD
 
-main()
+The candidate process starts first, before this process imports torch, so that
+their two imports overlap (judge/spawn.py says why). Its parent-death signal,
+the judge's undumpability and subreaping are set before it exists.
+"""
+import os
+
+from harness import sandbox
+from harness.judge.spawn import spawn_candidate
+
+sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
+sandbox.make_undumpable()
+sandbox.become_subreaper()
+_spawned = spawn_candidate()
+
+from harness.judge.main import main  # noqa: E402 - after the candidate is started, on purpose
+
+main(_spawned)

@@ -237,7 +237,8 @@ def _prepare_device(remote: Remote) -> None:
             torch.cuda.empty_cache()
 
 
-def main() -> None:
+def main(spawned=None) -> None:
+    """`spawned`: this judge's candidate process, started before torch was imported here."""
     result_fd = int(sys.argv[1])
     sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
     sandbox.make_undumpable()  # the candidate runs as the same user: no ptrace, no /proc/<pid>/fd
@@ -248,7 +249,7 @@ def main() -> None:
         out.write(json.dumps(obj) + "\n")
         out.flush()
 
-    remote = Remote()
+    remote = Remote(spawned=spawned)
     line = sys.stdin.readline().strip()
     while line == PREPARE_LINE:
         _prepare_device(remote)

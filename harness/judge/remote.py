@@ -13,14 +13,13 @@ import select
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from typing import Any
 
 import torch
 
 from .. import channel, sandbox
+from .spawn import Spawned, spawn_candidate
 from ..isolate import describe_exit
 
 _perf = time.perf_counter
@@ -57,20 +56,10 @@ class Remote:
     """A candidate process started now (it imports torch while the judge loads the
     problem) in its own session and scratch folder; killed with the judge."""
 
-    def __init__(self, env: dict[str, str] | None = None):
-        self.scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(env if env is not None else os.environ)
-        env.update(TMPDIR=self.scratch, TRITON_CACHE_DIR=os.path.join(self.scratch, "triton"),
-                   TORCHINDUCTOR_CACHE_DIR=os.path.join(self.scratch, "inductor"),
-                   XDG_CACHE_HOME=os.path.join(self.scratch, "cache"), KBENCH_JUDGE_PID=str(os.getpid()))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.candidate", str(theirs.fileno()), self.scratch],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd=self.scratch, env=env,
-            start_new_session=True,  # its own group: killed whole at the end of the task
-        )
-        theirs.close()
-        self.sock = ours
+    def __init__(self, env: dict[str, str] | None = None, spawned: Spawned | None = None):
+        """`spawned`: the candidate process, if it was started already (judge/__main__.py)."""
+        spawned = spawned or spawn_candidate(env)
+        self.proc, self.sock, self.scratch = spawned.proc, spawned.sock, spawned.scratch
         self.last_wall_s = 0.0
 
     def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
