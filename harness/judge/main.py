@@ -265,15 +265,19 @@ def main(spawned=None) -> None:
         result = run(spec, remote, emit)
         result["worker_seconds"] = time.monotonic() - t0
     finally:
-        # The candidate and all it started are dead (reaped, their GPU context gone)
-        # before the verdict leaves: kbench ends this process as soon as it has the
-        # result and starts the next task, which nothing of this one may touch.
+        # The candidate is killed (SIGKILL to its group: none of its code runs after
+        # this) before the verdict leaves, and dies while the verdict travels: kbench
+        # then ends this process and reaps every process of the task, the candidate
+        # included (reparented to kbench, a subreaper, when this one dies), before it
+        # starts the next task. Waiting here for its death first put the two CUDA
+        # context teardowns one after the other (0.1-0.2 s each on an H100).
         t1 = time.monotonic()
-        remote.close()
+        remote.kill()
     result["close_seconds"] = round(time.monotonic() - t1, 3)
-    emit({"result": result})
     sys.stdout.flush()
     sys.stderr.flush()
+    emit({"result": result})
+    remote.close()  # for a kbench that does not end this process at once
     os._exit(0)  # no interpreter teardown: CUDA teardown can hang
 
 
