@@ -222,10 +222,11 @@ class Child:
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
             if any("result" in m for m in list(self.results.messages)):
-                # A judge sends its result once its candidate is dead; what it would
-                # do after is its own teardown, which a kill ends sooner. Not left
-                # to a thread while the next task starts: on an H100 that moved the
-                # ~0.1 s of its CUDA context's teardown into the next task's check.
+                # A judge sends its result once it has killed its candidate; what it
+                # would do after is its own teardown, which a kill ends sooner, and the
+                # sweep below reaps the candidate too. Not left to a thread while the
+                # next task starts: on an H100 that moved the ~0.1 s of its CUDA
+                # context's teardown into the next task's check.
                 self.result_seen = time.monotonic()
                 kill_group(self.proc)
                 self.proc.wait()
