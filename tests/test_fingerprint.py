@@ -112,3 +112,22 @@ def test_a_candidates_subclass_output_is_refused_before_its_code_runs():
     values = torch.max(torch.randn(4, 8), dim=1)  # torch's named tuple: a C structure, iterated
     assert fingerprint.project(values, 3) == fingerprint.project((values.values, values.indices), 3)
     assert fingerprint.project([out, 2, 1.5, None], 3)[1:] == [[2.0, 0.0], [1.5, 0.0], [0.0, 0.0]]
+
+
+def test_a_correct_softmax_rounded_otherwise_is_not_refused_and_a_stale_one_is():
+    """A softmax whose rows are normalized with a differently rounded sum is off by
+    the same tiny factor in every element of a row. Its projection then moves by that
+    share of the projection, which for an all-positive output is far larger than the
+    output's norm: on the H100 a correct 4096 x 393216 softmax was refused as
+    'projection 1.221839e+02 vs 1.221839e+02 (allowed +-6.53e-06)' in 1 to 3 runs of 8.
+    The answer to other inputs (a replay) must still be refused."""
+    torch.manual_seed(0)
+    x = torch.rand(64, 393216)
+    ref = torch.softmax(x, dim=1)
+    rounded = ref * (1 + 2e-6)  # every element off by the same share, 5x inside the check's 1e-5
+    rel = float((rounded.double() - ref.double()).norm() / ref.double().norm())
+    assert rel < 1e-5  # the check itself would pass it
+    fp_ref = fingerprint.project(ref, 7)
+    assert fingerprint.mismatch(fingerprint.project(rounded, 7), fp_ref, 1e-5) is None
+    stale = torch.softmax(torch.rand(64, 393216), dim=1)  # the right function of other inputs
+    assert fingerprint.mismatch(fingerprint.project(stale, 7), fp_ref, 1e-5)
