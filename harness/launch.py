@@ -52,6 +52,11 @@ def start_worker(cfg: EvalConfig) -> Child:
     if cfg.device == "cpu":  # both sides, from their first import of torch (records.Options says why)
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cfg.options.cpu_threads)
     if cfg.builds_dir:
+        # Made now: the candidate starts at once and grants itself the folders that exist
+        # as it starts (Landlock rules name existing folders). A cold run's first judges
+        # start before any build made it, and their candidates' loads then could not take
+        # torch's lock beside the extension: "Permission denied: .../ext/relu_small/lock".
+        Path(cfg.builds_dir).mkdir(parents=True, exist_ok=True)
         env["KBENCH_WRITABLE"] = cfg.builds_dir  # the candidate's only writable folder beside its scratch
     # Judge and candidate take turns on the CPU: idle OpenMP threads must sleep,
     # not spin for 200 ms inside the other side's timed call.

@@ -89,3 +89,30 @@ def test_a_judge_told_it_is_next_still_judges_its_task(tmp_path):
     result = work.evaluate_built(spec, built, host, tmp_path / "task.log", child)
     assert result.status is Status.OK, result.message
     assert result.speedup is not None
+
+
+def test_a_judge_started_before_the_build_cache_exists_loads_its_build(tmp_path):
+    """A cold run starts its first judges while the first builds start, and a judge's
+    candidate starts at once and confines itself to the folders that exist then. On
+    the H100 two candidates of a cold run could not take torch's lock beside their
+    built extension ("Permission denied: .../ext/relu_small/lock": build_error for
+    correct solutions); the judge's start now makes the build folder first."""
+    import time
+
+    from harness import launch, sandbox, work
+    from harness.records import Options, Status, TaskSpec, TimingConfig
+
+    fixtures = ROOT / "tests" / "fixtures" / "cpu"
+    problem = fixtures / "problems" / "level1" / "1_AddReLU.py"
+    solution = fixtures / "solutions" / "basic" / "level1" / "1_AddReLU" / "cpp_ok.py"
+    options = Options(device="cpu", trials=2, timing=TimingConfig(budget_s=0.2))
+    spec = TaskSpec("level1/1_AddReLU", "basic", work.source_of(problem), work.source_of(solution), options)
+    host = work.probe_host(tmp_path / "cache", "cpu")
+    assert not (tmp_path / "cache").exists()
+    child = launch.start_worker(host.eval_config(options))
+    time.sleep(3)  # its candidate has confined itself by now
+    built, log = work.build_one(spec, host)
+    assert built.ok, log[-2000:]
+    result = work.evaluate_built(spec, built, host, tmp_path / "task.log", child)
+    sandboxed = " (sandboxed)" if sandbox.landlock_abi() else " (no Landlock here: not a test of the confinement)"
+    assert result.status is Status.OK, result.message + sandboxed
