@@ -297,6 +297,7 @@ def lower(nice: int) -> None:
     except OSError:
         pass  # no autogroup: the process's own nice is what counts
 
+
 def _child(spec_path: str) -> None:
     # The solution's module-level code runs here, at import: it must not outlive a
     # kbench killed outright (its --build-timeout is kbench's to enforce). The thread

@@ -69,19 +69,27 @@ def test_lines_told_ahead_arrive_before_the_task_line(tmp_path):
     assert (tmp_path / "d.log").read_text().split("\n")[:3] == ["got first", "got second", "got task"]
 
 
+def _cpu_task(tmp_path, problem: str, solution: str):
+    """A basic CPU fixture task, its options and a host whose cache is under tmp_path
+    (not made yet)."""
+    from harness import work
+    from harness.records import Options, TaskSpec, TimingConfig
+
+    fixtures = ROOT / "tests" / "fixtures" / "cpu"
+    options = Options(device="cpu", trials=2, timing=TimingConfig(budget_s=0.2))
+    spec = TaskSpec(f"level1/{problem}", "basic", work.source_of(fixtures / "problems" / "level1" / f"{problem}.py"),
+                    work.source_of(fixtures / "solutions" / "basic" / "level1" / problem / solution), options)
+    return spec, options, work.probe_host(tmp_path / "cache", "cpu")
+
+
 def test_a_judge_told_it_is_next_still_judges_its_task(tmp_path):
     """The executor tells the next judge started ahead to prepare (its GPU context
     and clocks, on CUDA) before its task arrives; the judge reads that line, then
     its task. On the CPU there is nothing to prepare, but the protocol is the same."""
     from harness import launch, work
-    from harness.records import Options, Status, TaskSpec, TimingConfig
+    from harness.records import Status
 
-    fixtures = ROOT / "tests" / "fixtures" / "cpu"
-    problem = fixtures / "problems" / "level1" / "2_Hinge.py"
-    solution = fixtures / "solutions" / "basic" / "level1" / "2_Hinge" / "torch_ok.py"
-    options = Options(device="cpu", trials=2, timing=TimingConfig(budget_s=0.2))
-    spec = TaskSpec("level1/2_Hinge", "basic", work.source_of(problem), work.source_of(solution), options)
-    host = work.probe_host(tmp_path / "cache", "cpu")
+    spec, options, host = _cpu_task(tmp_path, "2_Hinge", "torch_ok.py")
     built, _ = work.build_one(spec, host)
     child = launch.start_worker(host.eval_config(options))
     launch.prepare(child)
@@ -100,14 +108,9 @@ def test_a_judge_started_before_the_build_cache_exists_loads_its_build(tmp_path)
     import time
 
     from harness import launch, sandbox, work
-    from harness.records import Options, Status, TaskSpec, TimingConfig
+    from harness.records import Status
 
-    fixtures = ROOT / "tests" / "fixtures" / "cpu"
-    problem = fixtures / "problems" / "level1" / "1_AddReLU.py"
-    solution = fixtures / "solutions" / "basic" / "level1" / "1_AddReLU" / "cpp_ok.py"
-    options = Options(device="cpu", trials=2, timing=TimingConfig(budget_s=0.2))
-    spec = TaskSpec("level1/1_AddReLU", "basic", work.source_of(problem), work.source_of(solution), options)
-    host = work.probe_host(tmp_path / "cache", "cpu")
+    spec, options, host = _cpu_task(tmp_path, "1_AddReLU", "cpp_ok.py")
     assert not (tmp_path / "cache").exists()
     child = launch.start_worker(host.eval_config(options))
     time.sleep(3)  # its candidate has confined itself by now

@@ -10,8 +10,8 @@ from harness import sandbox
 from harness.judge.spawn import spawn_candidate
 
 sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
-sandbox.make_undumpable()
-sandbox.become_subreaper()
+sandbox.make_undumpable()  # the candidate runs as the same user: no ptrace, no /proc/<pid>/fd
+sandbox.become_subreaper()  # whatever the candidate starts and orphans comes back here, to be killed
 _spawned = spawn_candidate()
 
 from harness.judge.main import main  # noqa: E402 - after the candidate is started, on purpose

@@ -18,10 +18,11 @@ from typing import Any
 
 import torch
 
-from .. import load, sandbox, shapes, stats
+from .. import load, shapes, stats
 from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, to_json_dict
 from ..timer import TimingConfig
 from .remote import Remote
+from .spawn import Spawned
 from .task import Judge, ProblemFailed, TaskFailed
 from .timing import PairResult, Timer
 
@@ -237,12 +238,10 @@ def _prepare_device(remote: Remote) -> None:
             torch.cuda.empty_cache()
 
 
-def main(spawned=None) -> None:
-    """`spawned`: this judge's candidate process, started before torch was imported here."""
+def main(spawned: Spawned) -> None:
+    """`spawned`: this judge's candidate process, started by __main__ before torch was
+    imported here, once this process was made undumpable and a subreaper."""
     result_fd = int(sys.argv[1])
-    sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
-    sandbox.make_undumpable()  # the candidate runs as the same user: no ptrace, no /proc/<pid>/fd
-    sandbox.become_subreaper()  # whatever the candidate starts and orphans comes back here, to be killed
     out = os.fdopen(result_fd, "w", buffering=1)
 
     def emit(obj: dict) -> None:

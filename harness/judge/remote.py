@@ -56,9 +56,9 @@ class Remote:
     """A candidate process started now (it imports torch while the judge loads the
     problem) in its own session and scratch folder; killed with the judge."""
 
-    def __init__(self, env: dict[str, str] | None = None, spawned: Spawned | None = None):
+    def __init__(self, spawned: Spawned | None = None):
         """`spawned`: the candidate process, if it was started already (judge/__main__.py)."""
-        spawned = spawned or spawn_candidate(env)
+        spawned = spawned or spawn_candidate()
         self.proc, self.sock, self.scratch = spawned.proc, spawned.sock, spawned.scratch
         self.last_wall_s = 0.0
 

@@ -23,11 +23,11 @@ class Spawned:
     scratch: str  # the only folder the candidate may write
 
 
-def spawn_candidate(env: dict[str, str] | None = None) -> Spawned:
+def spawn_candidate() -> Spawned:
     """A candidate process started now, in its own session and scratch folder."""
     scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    env = dict(env if env is not None else os.environ)
+    env = dict(os.environ)
     env.update(TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(scratch, "triton"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(scratch, "inductor"),
                XDG_CACHE_HOME=os.path.join(scratch, "cache"), KBENCH_JUDGE_PID=str(os.getpid()))
