@@ -225,3 +225,70 @@ def test_without_a_child_the_limit_holds():
         assert 1.0 <= remote.last_wall_s < 2.0
     finally:
         _end(remote, theirs)
+
+
+# -- a first call that keeps the GPU busy (harness/judge/gpu_busy.py) ------------
+
+def test_a_first_call_may_be_cut_short_only_by_a_busy_gpu():
+    """A first call's limit is the 30 s floor, and its shorter limit under the busy
+    rule is what a later call gets: the floor for any call, or 100x the reference."""
+    from harness.judge import limits
+
+    first = limits.for_calls(0.4e-3, "the first call", first=True)
+    assert first.seconds == limits.HANG_FIRST_MIN_S and first.busy_after_s == limits.HANG_MIN_S
+    assert limits.for_calls(0.4e-3, "a call").busy_after_s is None
+    long_first = limits.for_calls(0.1, "the first call", first=True)  # 100x 0.1 s = 10 s: busy rule after 10 s
+    assert long_first.seconds == limits.HANG_FIRST_MIN_S and long_first.busy_after_s == pytest.approx(10.0)
+    assert limits.for_calls(1.0, "the first call", first=True).busy_after_s is None  # 100 s: above the floor
+    message = first.message("check", 5.6, busy_s=5.1)
+    assert message.startswith("hung: the first call during check ran 5.6 s, the GPU busy without a pause and no "
+                              "compiler running for the last 5.1 s (KBENCH_HANG_BUSY_S), past 3.0 s (the floor")
+    assert message.endswith("; candidate killed")
+
+
+def _busy(after_s: float, streak_s: float, says):
+    from harness.judge.remote import BusyRule
+
+    return BusyRule(after_s, streak_s, lambda: says)
+
+
+def test_a_first_call_that_holds_a_busy_gpu_is_hung_in_seconds():
+    """The GPU says busy at every sample and no compiler runs: hung once 1 s has
+    passed and it has been busy for 1.5 s, long before the request's 20 s."""
+    from harness.judge.remote import CandidateHung
+
+    remote, theirs = _judge_side(child=False)
+    try:
+        _reply_after(theirs, 30)
+        with pytest.raises(CandidateHung) as hung:
+            remote.request({"op": "call"}, limit_s=20.0, build_s=20.0, busy=_busy(1.0, 1.5, True))
+        assert 1.9 <= remote.last_wall_s < 4, remote.last_wall_s
+        assert hung.value.busy_s is not None and hung.value.busy_s >= 1.5
+        assert remote.proc.wait(timeout=5) < 0  # killed
+    finally:
+        _end(remote, theirs)
+
+
+def test_an_idle_gpu_or_a_running_compiler_keeps_the_first_call_floor():
+    """A GPU that says idle (a compile on the CPU), or cannot say (no NVML): the reply
+    at 2.5 s is taken. A busy GPU while a child process (a compiler) runs: the same."""
+    for child, says in ((False, False), (False, None), (True, True)):
+        remote, theirs = _judge_side(child=child)
+        try:
+            _reply_after(theirs, 2.5)
+            reply, _ = remote.request({"op": "call"}, limit_s=6.0, build_s=6.0, busy=_busy(0.5, 1.0, says))
+            assert reply == {"ok": True} and 2.5 <= remote.last_wall_s < 4, (child, says)
+        finally:
+            _end(remote, theirs)
+
+
+def test_the_busy_rule_waits_for_the_limit_of_a_later_call():
+    """Busy from the start, but a later call's limit (here 3 s: 100x a slow reference)
+    has not passed: the reply at 2.5 s is taken."""
+    remote, theirs = _judge_side(child=False)
+    try:
+        _reply_after(theirs, 2.5)
+        reply, _ = remote.request({"op": "call"}, limit_s=20.0, busy=_busy(3.0, 0.5, True))
+        assert reply == {"ok": True} and 2.5 <= remote.last_wall_s < 4
+    finally:
+        _end(remote, theirs)

@@ -48,6 +48,12 @@ HANG_MIN_S = _seconds("KBENCH_HANG_MIN_S", 3.0)
 # torch.compile both specialize on them), and so do a CUDA graph capture and the
 # profiled call.
 HANG_FIRST_MIN_S = _seconds("KBENCH_HANG_FIRST_MIN_S", 30.0)
+# ...unless the GPU says otherwise: a first call that has kept the GPU busy without a
+# pause for this long, with no compiler running in the candidate, and has passed the
+# limit of a later call (the larger of HANG_MIN_S and 100x the reference), is a
+# kernel that does not end, not a compile (gpu_busy.py). Where the GPU's counter
+# cannot be read the floor above stands.
+HANG_BUSY_S = _seconds("KBENCH_HANG_BUSY_S", 5.0)
 # Importing the solution and building its ModelNew (the clock starts once the
 # candidate process has imported torch and answered). Extensions were compiled
 # by the build stage before the task started, so what is left is loading them,
@@ -77,8 +83,17 @@ class Limit:
     why: str
     first: bool = False
     build_s: float | None = None  # how far the limit may move while the candidate runs a child process
+    # The limit instead of `seconds` once the GPU has been busy for HANG_BUSY_S straight
+    # (a first call's); None where the two are the same.
+    busy_after_s: float | None = None
+    busy_why: str = ""
 
-    def message(self, phase: str, ran_s: float) -> str:
+    def message(self, phase: str, ran_s: float, busy_s: float | None = None) -> str:
+        """`busy_s`: the call was ended by the GPU-busy rule, after that many seconds busy."""
+        if busy_s is not None:
+            return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}, the GPU busy without a pause and "
+                    f"no compiler running for the last {_duration(busy_s)} (KBENCH_HANG_BUSY_S), past "
+                    f"{_duration(self.busy_after_s or 0.0)} ({self.busy_why}); candidate killed")
         building = f"; up to {_duration(self.build_s)} while it runs a child process" if self.build_s else ""
         return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}, past its limit of "
                 f"{_duration(self.seconds)} ({self.why}{building}); candidate killed")
@@ -104,7 +119,12 @@ def for_calls(ref_s: float | None, what: str, calls: int = 1, first: bool = Fals
     if scaled >= floor:
         return Limit(scaled, what, per, first, build_s)
     kind = "a first call, which may compile, KBENCH_HANG_FIRST_MIN_S" if first else "a call, KBENCH_HANG_MIN_S"
-    return Limit(floor, what, f"the floor for {kind}; {per} is {_duration(scaled)}", first, build_s)
+    why = f"the floor for {kind}; {per} is {_duration(scaled)}"
+    if not first:
+        return Limit(floor, what, why, first, build_s)
+    later = max(scaled, HANG_MIN_S)
+    busy_why = per if scaled >= HANG_MIN_S else f"the floor for a call, KBENCH_HANG_MIN_S; {per} is {_duration(scaled)}"
+    return Limit(floor, what, why, first, build_s, busy_after_s=later, busy_why=busy_why)
 
 
 def for_other(ref_s: float | None, op: str) -> Limit:

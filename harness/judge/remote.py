@@ -14,7 +14,8 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -26,6 +27,8 @@ _perf = time.perf_counter
 # How often a request past its limit looks again whether the candidate still runs a
 # child process (a compiler), which moves the limit on (see Remote.request).
 BUILD_POLL_S = 2.0
+# How often a first call samples whether the GPU is busy (BusyRule).
+BUSY_POLL_S = 0.5
 # How long the end of a task waits for its killed candidate to be reaped before
 # the verdict goes out anyway.
 CLOSE_WAIT_S = 2.0
@@ -38,9 +41,28 @@ class CandidateGone(Exception):
 class CandidateHung(Exception):
     """The candidate did not answer within the request's limit and was killed."""
 
-    def __init__(self, ran_s: float):
+    def __init__(self, ran_s: float, busy_s: float | None = None):
         super().__init__(f"no reply after {ran_s:.1f} s")
         self.ran_s = ran_s
+        self.busy_s = busy_s  # set when it was the GPU-busy rule that ended the request
+
+
+@dataclass(frozen=True)
+class BusyRule:
+    """A shorter limit for a request while the GPU is busy (a first call's, limits.py):
+    hung once `after_s` have passed and `sample` has said busy, with no child process
+    running, for the last `streak_s`. `sample` returns None where it cannot tell,
+    which ends the rule for this request."""
+
+    after_s: float
+    streak_s: float
+    sample: Callable[[], Optional[bool]]
+
+
+class _GpuHeld(TimeoutError):
+    def __init__(self, busy_s: float):
+        super().__init__("the GPU has been busy past the request's limit")
+        self.busy_s = busy_s
 
 
 class CandidateError(Exception):
@@ -63,13 +85,14 @@ class Remote:
         self.last_wall_s = 0.0
 
     def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
-                build_s: float | None = None) -> tuple[dict, list[bytes]]:
+                build_s: float | None = None, busy: BusyRule | None = None) -> tuple[dict, list[bytes]]:
         """Send one request, wait for its reply; the wall time is in last_wall_s.
         Past `limit_s` seconds (the judge's clock, from the send) the candidate is
         killed and CandidateHung raised: no reply, however it trickles in, moves that.
         With `build_s`, a candidate that is still running a child process when the
         limit passes (a compiler: an import or a first call may build) gets more
-        time, BUILD_POLL_S at a time, up to build_s from the send."""
+        time, BUILD_POLL_S at a time, up to build_s from the send. With `busy`, it is
+        hung sooner while the GPU is busy without a pause (BusyRule)."""
         t0 = _perf()
         try:
             if limit_s is None:
@@ -77,12 +100,12 @@ class Remote:
                 reply, blobs, extra_fds = channel.recv(self.sock)
             else:
                 channel.send(_Bounded(self.sock, t0 + limit_s), header, fds=list(fds))
-                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s)
+                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s, busy)
                 reply, blobs, extra_fds = channel.recv(_Bounded(self.sock, deadline))
-        except TimeoutError:
+        except TimeoutError as e:
             self.last_wall_s = _perf() - t0
             self.kill()
-            raise CandidateHung(self.last_wall_s) from None
+            raise CandidateHung(self.last_wall_s, getattr(e, "busy_s", None)) from None
         except (channel.ChannelError, OSError) as e:
             self.last_wall_s = _perf() - t0
             raise CandidateGone(self.death(str(e))) from None
@@ -94,16 +117,27 @@ class Remote:
             raise CandidateError(str(reply["error"]), str(reply.get("kind")), _strings(reply.get("tampered")))
         return reply, blobs
 
-    def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None) -> float:
+    def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None,
+                        busy: BusyRule | None = None) -> float:
         """Wait until the reply starts (or the channel closes); returns the deadline the
         rest of the reply must meet. Nothing is read here, so waiting on is safe."""
         poller = select.poll()
         poller.register(self.sock, select.POLLIN)
+        busy_since = None  # when the GPU's current unbroken run of busy samples began
         while True:
             left = deadline - _perf()
             if left > 0:
-                if poller.poll(math.ceil(left * 1e3)):
+                if poller.poll(math.ceil((left if busy is None else min(left, BUSY_POLL_S)) * 1e3)):
                     return deadline
+                if busy is not None:
+                    held = busy.sample()
+                    if held is None:
+                        busy = None  # the counter cannot be read: the request's own limit stands
+                        continue
+                    now = _perf()
+                    busy_since = (busy_since or now) if held and not self.building() else None
+                    if busy_since is not None and now - t0 >= busy.after_s and now - busy_since >= busy.streak_s:
+                        raise _GpuHeld(now - busy_since)
                 continue
             if build_s is None or _perf() - t0 >= build_s or not self.building():
                 raise TimeoutError("the request's limit has passed")

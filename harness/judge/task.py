@@ -20,7 +20,8 @@ import torch
 from .. import channel, check, load, precision, shapes
 from ..records import Flag, Status
 from . import limits
-from .remote import CandidateError, CandidateGone, CandidateHung, Remote
+from .gpu_busy import GpuBusy
+from .remote import BusyRule, CandidateError, CandidateGone, CandidateHung, Remote
 
 _perf = time.perf_counter
 
@@ -92,6 +93,7 @@ class Judge:
         self.shared = channel.Shared(self.device)
         self.ref_call_s: float | None = None  # the reference's seconds per call: what bounds a hang
         self.seen_signatures: set[tuple] = set()  # input shapes the candidate has been called on
+        self.gpu_busy = GpuBusy(self.device) if self.device.type == "cuda" else None
 
     # -- plumbing -------------------------------------------------------------
     @contextlib.contextmanager
@@ -155,11 +157,14 @@ class Judge:
         """A request to the candidate; its failures become statuses. `limit`: how long
         it may run (requests that run forward pass theirs; the rest run none)."""
         limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
+        busy = None
+        if limit.busy_after_s is not None and self.gpu_busy is not None:
+            busy = BusyRule(limit.busy_after_s, limits.HANG_BUSY_S, self.gpu_busy.busy)
         try:
             reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
-                                               limit.build_s)
+                                               limit.build_s, busy)
         except CandidateHung as e:
-            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s)) from None
+            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s)) from None
         except CandidateGone as e:
             raise TaskFailed(Status.CRASHED, f"{e} during {self.phase_name}")
         except CandidateError as e:
