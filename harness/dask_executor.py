@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, launch, work
+from . import __version__, health, launch, work
 from .executors import Events, Finished, Quiet
 from .records import BuildResult, Status, TaskSpec, UserError
 
@@ -88,7 +88,7 @@ def eval_task(spec: TaskSpec, args: WorkerArgs, version: str, built: BuildResult
                            f"earlier task ({worker.address})"), ""
     result, log = work.run_task(spec, host, _take_spare(spec, host))
     if spec.options.device == "cuda":
-        _healthy[host.gpu_index] = launch.healthy_after(result, host.gpu_index)
+        _healthy[host.gpu_index] = health.after(result, host.gpu_index)
     _start_spare(spec, host)
     return result, log
 
@@ -114,6 +114,7 @@ def _start_spare(spec: TaskSpec, host: work.Host) -> None:
         return
     child = launch.start_worker(host.eval_config(spec.options))
     launch.prepare(child)  # the only one: it is next
+    health.keep_ready(host.gpu_index)
     with _lock:
         old = _spares.pop(host.gpu_index, (None, None))[1]
         _spares[host.gpu_index] = (spec.options, child)

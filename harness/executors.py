@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import launch, work
+from . import health, launch, work
 from .isolate import Child, kill_all
 from .records import BuildResult, Status, TaskResult, TaskSpec
 
@@ -250,6 +250,8 @@ class LocalExecutor:
     def _lane(self, host: work.Host) -> None:
         ready: list[tuple[object, Child]] = []  # (options, judge started for them)
         state = {"healthy": True}
+        if self.device == "cuda":
+            health.keep_ready(host.gpu_index)
         try:
             while True:
                 self._start_while_building(host, ready)
@@ -264,6 +266,8 @@ class LocalExecutor:
         finally:
             for _, c in ready:
                 c.discard()
+            if self.device == "cuda":
+                health.discard(host.gpu_index)
 
     def _start_while_building(self, host: work.Host, ready: list) -> None:
         """Judges started while this lane waits for builds, so that their seconds of
@@ -289,7 +293,7 @@ class LocalExecutor:
         result = work.evaluate_built(spec, item.built, host, item.path, child,
                                      self.shapes(problem) if item.built.ok else None)
         if self.device == "cuda":
-            state["healthy"] = launch.healthy_after(result, host.gpu_index)
+            state["healthy"] = health.after(result, host.gpu_index)
             if not state["healthy"]:
                 self.events.note(f"GPU {host.gpu_index or 0} failed its health check; its remaining tasks are skipped")
         if self.warm and not ready and item.built.ok:

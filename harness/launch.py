@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import build
-from .isolate import Child, run_child
+from .isolate import Child
 from .records import (PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing,
                       from_json_dict)
 
@@ -193,35 +193,3 @@ def _last_error_line(log_path: Path) -> str:
         return ""
     hits = [m.group(0).strip() for m in _CUDA_ERROR.finditer(tail)]
     return hits[-1][:300] if hits else ""
-
-
-def gpu_healthy(gpu: int | None = None, timeout: float = 60.0) -> bool:
-    """A fresh process can allocate and compute on the GPU: run after a task that
-    crashed or hung, so the next task never runs on a broken device."""
-    probe = (
-        "import torch; x = torch.ones(1 << 20, device='cuda'); "
-        "assert float(x.sum()) == float(1 << 20); torch.cuda.synchronize()"
-    )
-    env = dict(os.environ)
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    for _ in range(3):
-        outcome = run_child(["-c", probe], _scratch_log(), timeout, env=env)
-        if outcome.returncode == 0:
-            return True
-        time.sleep(5)
-    return False
-
-
-def healthy_after(result: TaskResult, gpu: int | None) -> bool:
-    """Whether `gpu` can take the next task after `result`: checked (gpu_healthy)
-    only after a task that crashed, hung or raised, which may have broken it."""
-    if result.status not in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR):
-        return True
-    return gpu_healthy(gpu)
-
-
-def _scratch_log() -> Path:
-    import tempfile
-
-    return Path(tempfile.gettempdir()) / f"kbench-health-{os.getpid()}.log"
