@@ -28,14 +28,15 @@ class GpuBusy:
     (no nvidia-ml-py, a MIG slice, no NVML in this driver), and stays None after."""
 
     def __init__(self, device: torch.device):
-        self.index = device.index if device.index is not None else torch.cuda.current_device()
+        self.device = device
         self.readable = True
 
     def busy(self) -> bool | None:
         if not self.readable:
             return None
-        try:
-            return torch.cuda.utilization(self.index) >= BUSY_PERCENT
+        try:  # the index is looked up here: a judge whose CUDA fails to start says so in its task, not here
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            return torch.cuda.utilization(index) >= BUSY_PERCENT
         except Exception:  # noqa: BLE001 - ModuleNotFoundError, NVMLError_NotSupported, RuntimeError ...
             self.readable = False
             return None
