@@ -104,3 +104,38 @@ def test_unreachable_scheduler_says_how_to_start_one(run_cli, tmp_path):
     assert res.returncode == 2, res.stderr[-2000:]
     line = res.stderr.strip().splitlines()[-1]
     assert "tcp://127.0.0.1:9" in line and "dask worker ADDRESS --resources GPU=1" in line
+
+
+def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkeypatch):
+    """On a GPU worker a task takes the oldest judge started for its options and the
+    worker tops its judges back up to the local executor's depth at once, the first
+    told it is next; judges for other options are ended. With one judge, started
+    after each task, every short task waited for its judge's `import torch`."""
+    from types import SimpleNamespace
+
+    from harness import dask_executor as de, health, launch, pipeline
+
+    started, prepared, ended = [], [], []
+
+    class FakeJudge:
+        def __init__(self, n):
+            self.n, self.proc = n, SimpleNamespace(poll=lambda: None)
+
+        def discard(self):
+            ended.append(self.n)
+
+    monkeypatch.setattr(launch, "start_worker", lambda cfg: started.append(FakeJudge(len(started))) or started[-1])
+    monkeypatch.setattr(launch, "prepare", lambda child: prepared.append(child.n))
+    monkeypatch.setattr(health, "keep_ready", lambda gpu: None)
+    monkeypatch.setattr(pipeline, "_prestart_depth", lambda device: 3)
+    monkeypatch.setattr(de, "_spares", {})
+    host = SimpleNamespace(gpu_index=0, eval_config=lambda options: options)
+    a, b = (SimpleNamespace(options=SimpleNamespace(device="cuda", tag=t)) for t in "ab")
+
+    assert de._take_spare(a, host) is None  # the worker's first task starts its own
+    de._start_spares(a, host)
+    assert [j.n for _, j in de._spares[0]] == [0, 1, 2] and prepared == [0]
+    assert de._take_spare(a, host).n == 0
+    de._start_spares(a, host)
+    assert [j.n for _, j in de._spares[0]] == [1, 2, 3] and prepared[-1] == 1
+    assert de._take_spare(b, host) is None and sorted(ended) == [1, 2, 3] and de._spares[0] == []
