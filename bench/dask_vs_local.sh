@@ -13,7 +13,9 @@ import sys; from pathlib import Path
 sys.path.insert(0, "bench"); import cold_set
 cold_set.write_set(Path(sys.argv[1]) / "set")
 PY
-args=(--problems "$work/set/problems" --solutions "$work/set/solutions" --cache-dir "$work/cache" --time-budget 2 --timeout 120 --exit-zero)
+# The cold set's own options (cold_set.KBENCH_ARGS), not a copy of them.
+read -r -a opts <<< "$(python -c 'import sys; sys.path.insert(0, "bench"); import cold_set; print(*cold_set.KBENCH_ARGS)')"
+args=(--problems "$work/set/problems" --solutions "$work/set/solutions" --cache-dir "$work/cache" "${opts[@]}")
 for run in local dask local_warm; do
   ex=${run%_warm}
   t0=$(date +%s.%N)

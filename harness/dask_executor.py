@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import __version__, health, launch, work
-from .executors import Events, Finished, Quiet
+from .executors import Events, Finished, Quiet, prestart_depth
 from .records import BuildResult, Status, TaskSpec, UserError
 
 START_TOPIC = "kbench-task-start"
@@ -121,11 +121,9 @@ def _start_spares(spec: TaskSpec, host: work.Host) -> None:
     first of them prepared (its GPU context made) as the next one."""
     if spec.options.device != "cuda":  # on the CPU a waiting judge would only take cores from the task
         return
-    from .pipeline import _prestart_depth
-
     with _lock:
         ready = _spares.setdefault(host.gpu_index, [])
-        for _ in range(max(1, _prestart_depth("cuda")) - len(ready)):
+        for _ in range(max(1, prestart_depth("cuda")) - len(ready)):
             ready.append((spec.options, launch.start_worker(host.eval_config(spec.options))))
         launch.prepare(ready[0][1])
     health.keep_ready(host.gpu_index)

@@ -12,6 +12,7 @@ the host that runs it (work.py).
 """
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -110,6 +111,13 @@ class InlineExecutor:
 PRESTART = 4
 
 
+def prestart_depth(device: str) -> int:
+    """Judges started ahead per GPU (PRESTART says why); KBENCH_PRESTART=0
+    turns it off (each task then starts its own judge when it begins)."""
+    wanted = int(os.environ.get("KBENCH_PRESTART", PRESTART))
+    return 0 if device == "cpu" or wanted <= 0 else min(wanted, max(1, (os.cpu_count() or 4) // 4))
+
+
 @dataclass
 class _Item:
     spec: TaskSpec
@@ -146,8 +154,6 @@ class LocalExecutor:
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
         self.shapes = shapes or (lambda path: None)
         self.overlap = self.device == "cuda"
-        import os
-
         cores = os.cpu_count() or 2
         jobs = hosts[0].build_jobs
         if self.overlap:

@@ -68,13 +68,6 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser()
 
 
-def _prestart_depth(device: str) -> int:
-    """Judges started ahead per GPU (executors.PRESTART says why); KBENCH_PRESTART=0
-    turns it off (each task then starts its own judge when it begins)."""
-    wanted = int(os.environ.get("KBENCH_PRESTART", executors.PRESTART))
-    return 0 if device == "cpu" or wanted <= 0 else min(wanted, max(1, (os.cpu_count() or 4) // 4))
-
-
 class Reporter(Protocol):
     """What the pipeline tells the outside world; console.py draws it, tests record it."""
 
@@ -362,7 +355,7 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
         sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
         return sizes.get(problem_path)
 
-    return executors.LocalExecutor(hosts, events, prestart=_prestart_depth(cfg.device), shapes=shape)
+    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape)
 
 
 @functools.lru_cache(maxsize=None)

@@ -113,7 +113,7 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
     after each task, every short task waited for its judge's `import torch`."""
     from types import SimpleNamespace
 
-    from harness import dask_executor as de, health, launch, pipeline
+    from harness import dask_executor as de, health, launch
 
     started, prepared, ended = [], [], []
 
@@ -127,7 +127,7 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
     monkeypatch.setattr(launch, "start_worker", lambda cfg: started.append(FakeJudge(len(started))) or started[-1])
     monkeypatch.setattr(launch, "prepare", lambda child: prepared.append(child.n))
     monkeypatch.setattr(health, "keep_ready", lambda gpu: None)
-    monkeypatch.setattr(pipeline, "_prestart_depth", lambda device: 3)
+    monkeypatch.setattr(de, "prestart_depth", lambda device: 3)
     monkeypatch.setattr(de, "_spares", {})
     host = SimpleNamespace(gpu_index=0, eval_config=lambda options: options)
     a, b = (SimpleNamespace(options=SimpleNamespace(device="cuda", tag=t)) for t in "ab")

@@ -48,16 +48,16 @@ def test_problem_bytes_come_from_the_meta_device(tmp_path):
 
 
 def test_workers_started_ahead_only_on_gpu_runs(monkeypatch):
-    from harness import pipeline
+    from harness import executors
 
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(executors.os, "cpu_count", lambda: 16)
     monkeypatch.delenv("KBENCH_PRESTART", raising=False)
-    assert pipeline._prestart_depth("cpu") == 0  # the host clock times CPU tasks: no imports beside them
-    assert pipeline._prestart_depth("cuda") == 4
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 4)
-    assert pipeline._prestart_depth("cuda") == 1  # one per 4 cores
+    assert executors.prestart_depth("cpu") == 0  # the host clock times CPU tasks: no imports beside them
+    assert executors.prestart_depth("cuda") == 4
+    monkeypatch.setattr(executors.os, "cpu_count", lambda: 4)
+    assert executors.prestart_depth("cuda") == 1  # one per 4 cores
     monkeypatch.setenv("KBENCH_PRESTART", "0")
-    assert pipeline._prestart_depth("cuda") == 0
+    assert executors.prestart_depth("cuda") == 0
 
 
 def test_lines_told_ahead_arrive_before_the_task_line(tmp_path):

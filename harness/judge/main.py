@@ -278,7 +278,3 @@ def main(spawned: Spawned) -> None:
     emit({"result": result})
     remote.close()  # for a kbench that does not end this process at once
     os._exit(0)  # no interpreter teardown: CUDA teardown can hang
-
-
-if __name__ == "__main__":
-    main()

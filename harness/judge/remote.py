@@ -184,9 +184,10 @@ class Remote:
         """End the candidate and everything it started (its session's group and
         any orphan, which this subreaper inherits) now: its work is done, and a
         polite exit would only wait for it (it skips its own teardown either way).
-        The verdict waits at most `wait_s` for it to be reaped: a process killed
-        while its kernel spins on the GPU dies only when the driver lets it go, and
-        then kbench's own sweep reaps it."""
+        Waits at most `wait_s` for it to be reaped: a process killed while its
+        kernel spins on the GPU dies only when the driver lets it go, and then
+        kbench's own sweep reaps it. The judge calls this after its verdict has
+        left (main.py): kill() alone comes before it."""
         self.kill()
         sandbox.wait_exit(self.proc, wait_s)
         # Its group's other members and any orphan it left; not the candidate itself
