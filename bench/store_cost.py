@@ -27,8 +27,9 @@ from harness.records import (CheckResult, RunInfo, RunResults, SideTiming, Statu
 
 def timed_result(i: int) -> TaskResult:
     side = lambda ms: SideTiming(ms, ms * 0.01, 500, tuple(ms + k * 1e-6 for k in range(500)))  # noqa: E731
-    timing = Timing(ref=side(2.0), sol=side(1.0), speedup=2.0, speedup_ci=(1.98, 2.02), clock="cuda_events",
-                    stop_reason="converged", sol_wall_ms=1.01, event_overhead_ms=0.002, floor_ms=0.5, bytes_moved=10**9)
+    timing = Timing(ref=side(2.0), sol=side(1.0), speedup=2.0, speedup_ci=(1.98, 2.02), clock="cuda_burst",
+                    stop_reason="converged", calls_per_batch=8, fixed_ms=0.11, ref_fixed_ms=0.03, floor_ms=0.5,
+                    bytes_moved=10**9)
     return TaskResult(problem="level1/23_Softmax", solution_set="model",
                       solution_path=f"solutions/model/level1/23_Softmax/sample_{i:05d}.py", status=Status.OK, message="",
                       ref_ms=2.0, sol_ms=1.0, speedup=2.0, phase="done", seconds=12.0, log_path=f"logs/{i}.log",

@@ -4,24 +4,27 @@ A message is a JSON header plus raw byte blobs and, on Unix sockets, file
 descriptors. JSON, never pickle: the judge decodes what an adversarial
 process sent, and unpickling runs code.
 
-Tensors cross in three ways, each for a reason:
-  * judge -> candidate, CPU: a memfd the judge maps too, so the judge sees any
-    write the candidate makes into its inputs (input_mutation) without asking;
-  * judge -> candidate and back, CUDA: CUDA IPC handles (torch's own reduction),
-    so gigabytes are not copied through the host. The judge allocates what it
-    shares from a private memory pool: an IPC handle opens a whole allocation,
-    and the candidate must find only its own inputs there;
-  * candidate -> judge, CPU: the bytes themselves, so the judge holds a copy the
-    candidate cannot change afterwards. On CUDA the judge clones at once.
+Tensors the judge lends cross in two ways, each for a reason:
+  * CPU: a memfd the judge maps too, so the judge sees any write the candidate
+    makes into its inputs (input_mutation) without asking;
+  * CUDA: CUDA IPC handles (torch's own reduction), so gigabytes are not copied
+    through the host. The judge allocates what it shares from a private memory
+    pool: an IPC handle opens a whole allocation, and the candidate must find
+    only its own inputs there.
+Each lent tensor carries an id, by which the candidate can say that an output
+lies in it. Outputs never cross as values: the candidate says where they are
+(locate.py) and the judge reads them (judge/read.py).
 """
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import mmap
 import os
 import socket
 import struct
+import weakref
 from typing import Any
 
 import torch
@@ -100,33 +103,54 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 class Shared:
     """Tensors the judge lends the candidate (inputs, weights). Keeps every
-    mapping and fd alive while lent; `close` ends the loan."""
+    mapping and fd alive while lent; `close` ends the loan. Each lent tensor has
+    an id; `by_id` finds it again while the judge holds it."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self.maps: list[mmap.mmap] = []
         self.fds: list[int] = []
         self.pool = torch.cuda.MemPool() if device.type == "cuda" else None
+        self._ids = itertools.count(1)
+        self._lent: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def by_id(self, ident: int) -> torch.Tensor | None:
+        return self._lent.get(ident)
 
     def alloc_like(self, t: torch.Tensor) -> torch.Tensor:
         """A contiguous tensor with t's values in memory the candidate can map."""
-        t = t.detach()
+        return self.alloc(t.shape, t.dtype, t.detach())
+
+    def alloc(self, shape, dtype: torch.dtype, values: torch.Tensor | None = None) -> torch.Tensor:
+        """A contiguous tensor in memory the candidate can map (with `values` copied in)."""
+        out = self._alloc(shape, dtype, values)
+        ident = next(self._ids)
+        out._kbench_id = ident  # noqa: SLF001 - travels as the descriptor's id
+        self._lent[ident] = out
+        return out
+
+    def _alloc(self, shape, dtype: torch.dtype, t: torch.Tensor | None) -> torch.Tensor:
         if self.device.type == "cuda":
             with torch.cuda.use_mem_pool(self.pool):
-                out = torch.empty(t.shape, dtype=t.dtype, device=self.device)
-            out.copy_(t)
+                out = torch.empty(shape, dtype=dtype, device=self.device)
+            if t is not None:
+                out.copy_(t)
             return out
-        nbytes = t.numel() * t.element_size()
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
         fd = os.memfd_create("kbench-shared", os.MFD_CLOEXEC)
         os.ftruncate(fd, max(nbytes, 1))
         mm = mmap.mmap(fd, max(nbytes, 1))
         self.maps.append(mm)
         self.fds.append(fd)
         if nbytes:
-            out = torch.frombuffer(mm, dtype=t.dtype, count=t.numel()).view(t.shape)
-            out.copy_(t)
+            out = torch.frombuffer(mm, dtype=dtype, count=numel).view(shape)
+            if t is not None:
+                out.copy_(t)
         else:
-            out = torch.empty(t.shape, dtype=t.dtype)
+            out = torch.empty(shape, dtype=dtype)
         out._kbench_fd = fd  # noqa: SLF001 - which fd carries it
         return out
 
@@ -140,20 +164,16 @@ class Shared:
         self.maps.clear()
 
 
-def encode(obj: Any, fds: list[int], blobs: list[bytes], by_copy: bool) -> Any:
-    """JSON-able description of a nested output/input structure. Tensors become
-    descriptors; `by_copy` puts CPU tensors' bytes in `blobs` (candidate -> judge),
-    otherwise CPU tensors must be memfd-backed (judge -> candidate)."""
+def encode(obj: Any, fds: list[int]) -> Any:
+    """JSON-able description of a nested structure of values the judge lends (from
+    Shared). Tensors become descriptors: CUDA IPC handles, or memfds on the CPU."""
     if isinstance(obj, torch.Tensor):
         kind = type(obj).__name__ if type(obj) is not torch.Tensor else "Tensor"
         t = obj.detach()
-        desc = {"t": kind, "dtype": dtype_name(t.dtype), "shape": list(t.shape), "device": t.device.type}
+        desc = {"t": kind, "dtype": dtype_name(t.dtype), "shape": list(t.shape), "device": t.device.type,
+                "id": getattr(obj, "_kbench_id", 0)}
         if t.device.type == "cuda":
             desc["ipc"] = _ipc_descriptor(t)
-        elif by_copy:
-            c = t.contiguous()
-            desc["blob"] = len(blobs)
-            blobs.append(c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b"")
         else:
             fd = getattr(obj, "_kbench_fd", None)
             if fd is None:
@@ -162,23 +182,23 @@ def encode(obj: Any, fds: list[int], blobs: list[bytes], by_copy: bool) -> Any:
             fds.append(fd)
         return desc
     if isinstance(obj, (list, tuple)):
-        return {"seq": "tuple" if isinstance(obj, tuple) else "list",
-                "items": [encode(x, fds, blobs, by_copy) for x in obj]}
+        return {"seq": "tuple" if isinstance(obj, tuple) else "list", "items": [encode(x, fds) for x in obj]}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"v": obj}
     return {"repr": type(obj).__name__}
 
 
-def decode(desc: Any, fds: list[int], blobs: list[bytes], keep: list) -> Any:
+def decode(desc: Any, fds: list[int], keep: list, ids: list | None = None) -> Any:
     """Inverse of encode. Every field is checked: the peer may be hostile.
-    `keep` collects mappings that must outlive the tensors built on them."""
+    `keep` collects mappings that must outlive the tensors built on them; `ids`,
+    if given, collects (tensor, id) of every tensor."""
     if not isinstance(desc, dict):
         raise ChannelError("bad descriptor")
     if "seq" in desc:
         items = desc.get("items")
         if not isinstance(items, list):
             raise ChannelError("bad sequence")
-        out = [decode(x, fds, blobs, keep) for x in items]
+        out = [decode(x, fds, keep, ids) for x in items]
         return tuple(out) if desc["seq"] == "tuple" else out
     if "v" in desc:
         return desc["v"]
@@ -194,11 +214,6 @@ def decode(desc: Any, fds: list[int], blobs: list[bytes], keep: list) -> Any:
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     if "ipc" in desc:
         t = _from_ipc(desc["ipc"], dtype, shape)
-    elif "blob" in desc:
-        i = desc["blob"]
-        if not isinstance(i, int) or not 0 <= i < len(blobs) or len(blobs[i]) != nbytes:
-            raise ChannelError("blob does not match its shape")
-        t = torch.frombuffer(bytearray(blobs[i]), dtype=dtype, count=numel).view(shape) if numel else torch.empty(shape, dtype=dtype)
     elif "fd" in desc:
         i = desc["fd"]
         if not isinstance(i, int) or not 0 <= i < len(fds):
@@ -211,6 +226,8 @@ def decode(desc: Any, fds: list[int], blobs: list[bytes], keep: list) -> Any:
             t = torch.frombuffer(mm, dtype=dtype, count=numel).view(shape)
     else:
         raise ChannelError("tensor descriptor without data")
+    if ids is not None and isinstance(desc.get("id"), int):
+        ids.append((t, desc["id"]))
     return Returned(t, str(desc.get("t")), str(desc.get("device"))) if desc.get("t") != "Tensor" else t
 
 

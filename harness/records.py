@@ -43,9 +43,12 @@ class Flag(str, enum.Enum):
     UNTIMED_WORK = "untimed_work"
     BELOW_ROOFLINE = "below_roofline"
     NOISY = "noisy"
-    # The candidate's self-reported sample times do not fit the wall time the
-    # judge measured around them: no speedup is reported.
+    # The candidate's own events disagree with the time the judge measured around
+    # its batches (work outside its stream, or forged events); the judge's figure stands.
     TIMING_MISMATCH = "timing_mismatch"
+    # The reference's batches met other work on the GPU (their wall time exceeded
+    # their own events) in every try: the speedup may favour the solution.
+    CONTENDED = "contended"
     # A side's host time to queue a call exceeds its device time: inside a real
     # model its speed would be set by the host, and the device speedup misleads.
     HOST_BOUND = "host_bound"
@@ -108,18 +111,25 @@ PREPARE_LINE = '{"prepare": true}'
 
 @dataclass(frozen=True)
 class SideTiming:
+    """One side's times per call, one sample per timed batch of calls: its CUDA events
+    around the batch where they agree with the judge's own measure (judged_ms), else
+    that measure; on the CPU the CPU time its processes used."""
+
     median_ms: float
     iqr_ms: float
     n: int
     samples_ms: tuple[float, ...] = ()
-    # What timed this side: cuda_events (behind a held stream), cuda_graph,
-    # cuda_burst (eager calls back to back in one event pair, where a graph is not valid),
-    # host_wall (around a synchronize: the call synchronizes inside),
-    # cuda_events_shadow (no held stream on this machine) or cpu_clock.
+    # How the batches ran: cuda_graph (one replay of the batch's calls captured in a
+    # CUDA graph), cuda_burst (the calls eagerly, back to back) or cpu_clock.
     clock: Optional[str] = None
-    # The host's median time to queue one call (Python, allocations, launches),
-    # measured while the GPU was held; None where the clock cannot separate it.
+    # The side's own median time to issue one call (Python, allocations, launches): the
+    # judge's for the reference, the candidate's word for the solution (it can only add
+    # host_bound). None where not measured.
     host_ms: Optional[float] = None
+    # The judge's own measure per call (median): its wall clock around the batches less
+    # their fixed cost (on the CPU, the side's CPU time). The figures above are the side's
+    # own CUDA events where they agree with it (judge/timing.py, Timer._after), else these.
+    judged_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -128,20 +138,18 @@ class Timing:
     sol: SideTiming
     speedup: float
     speedup_ci: tuple[float, float]
-    clock: str  # "cuda_events" or "cpu_clock"
+    clock: str  # "cuda_graph", "cuda_burst" or "cpu_clock"
     stop_reason: str  # "converged" | "budget" | "max_samples"
-    sol_wall_ms: Optional[float] = None  # device-wide synchronized wall time
-    event_overhead_ms: Optional[float] = None  # cost of an empty event pair
     floor_ms: Optional[float] = None  # HBM floor: bytes that must move / bandwidth
     bytes_moved: Optional[int] = None
     compiled: Optional[SideTiming] = None  # the reference under torch.compile (--compile-baseline)
     speedup_vs_compiled: Optional[float] = None
-    # The bound on the candidate's self-report: the cost of an empty request to its
-    # process, and the median wall time per call outside the timed region as the
-    # judge measured it for each side (they must agree within an allowance).
-    rtt_ms: Optional[float] = None
-    ref_outside_ms: Optional[float] = None
-    sol_outside_ms: Optional[float] = None
+    calls_per_batch: Optional[int] = None  # calls in each timed batch (one input copy each)
+    # The fixed cost of a timed batch, subtracted before dividing by its calls: the
+    # candidate's (an empty request, before the solution was imported or after, the
+    # smaller) and the reference's (an empty batch in the judge).
+    fixed_ms: Optional[float] = None
+    ref_fixed_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -219,11 +227,12 @@ class TimingConfig:
     max_samples: int = 500
     budget_s: float = 10.0  # per task, both sides together
     target_rel_ci: float = 0.01  # stop when each median's 95% interval is within +-1%
-    block: int = 5  # samples per side before switching: drift hits both
+    block: int = 5  # pairs of batches (one per side, alternating) between checks of the stop rule
     warmup_s: float = 0.2
-    # "auto": CUDA graphs when either side's warm-up median is under graph_below_ms
-    # (there an event pair's own cost, ~2 us, is several percent) and every call
-    # moves less than twice the L2 size (graph_clock.capture_all); "events"; "graph".
+    # "auto": a batch's calls captured in a CUDA graph when either side's warm-up call
+    # is under graph_below_ms (there a launch costs as much as the kernel) and the
+    # candidate's graph recomputes its outputs; "events": eager batches only (the name
+    # of the per-call events this mode once used); "graph": graphs wherever valid.
     mode: str = "auto"
     graph_below_ms: float = 0.05
 

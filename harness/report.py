@@ -154,17 +154,32 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _clock_paragraph(cpu: bool) -> str:
+    """How the times in the table were measured, for this run's device."""
+    if cpu:
+        return ("Times are medians per call of the CPU time each side's processes used for a batch of calls "
+                "(its CPU clocks, read by the judge; the solution's process is stopped between requests), caches "
+                "flushed before each batch, less the batch's fixed cost (cpu_clock). Speedup = reference median / "
+                "solution median, with a bootstrap 95% interval.")
+    return ("Times are medians per call of the judge's own wall clock around a batch of calls, each call on "
+            "inputs of its own, ended once the GPU has drained, with L2 flushed before the batch, less the batch's "
+            "fixed cost: one replay of the calls captured in a CUDA graph (cuda_graph, for calls of a few "
+            "microseconds), or the calls eagerly back to back, as a model makes them (cuda_burst). Host time "
+            "(ref host, sol host) is how long a side takes to issue one call (the solution's by its own account); "
+            "host_bound marks a task where it exceeds a side's own kernel time. Speedup = reference median / "
+            "solution median, with a bootstrap 95% interval.")
+
+
 def _overhead_line(run: RunResults) -> str:
-    """The measured cost of an empty timed call, per clock: times near it are dominated by the clock."""
-    costs: dict[str, list[float]] = {}
-    for r in run.results:
-        if r.timing and r.timing.event_overhead_ms is not None:
-            costs.setdefault(r.timing.clock, []).append(r.timing.event_overhead_ms)
-    if not costs:
+    """The fixed cost of a timed batch (subtracted before dividing by its calls), per
+    side: times whose batches are not much longer than it are the least certain."""
+    sol = [r.timing.fixed_ms for r in run.results if r.timing and r.timing.fixed_ms is not None]
+    ref = [r.timing.ref_fixed_ms for r in run.results if r.timing and r.timing.ref_fixed_ms is not None]
+    if not sol or not ref:
         return ""
-    each = ", ".join(f"{stats.median(v) * 1e3:.1f} us ({k})" for k, v in costs.items())
-    return (f" An empty timed call costs {each} (median over tasks); "
-            "floor = (input + output bytes) / the device's measured copy bandwidth.")
+    return (f" A timed batch's fixed cost, subtracted before dividing by its calls: {stats.median(sol) * 1e3:.0f} us "
+            f"for the solution's (a request to its process), {stats.median(ref) * 1e3:.0f} us for the reference's "
+            "(median over tasks); floor = (input + output bytes) / the device's measured copy bandwidth.")
 
 
 def render_markdown(run: RunResults, policy: GatePolicy) -> str:
@@ -236,14 +251,8 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "",
         _md_table(header, rows),
         "",
-        "Times are medians of the device's work: CUDA events around each call, queued with it while the GPU is "
-        "held so that the host's dispatch is not timed, with L2 flushed before it (cuda_events); the same inside a "
-        "CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds), or in bursts of "
-        "eager calls back to back inside one event pair where a graph is not valid (cuda_burst); host wall time "
-        "around a device synchronize for a side whose call synchronizes inside (host_wall); or the host clock on "
-        "--device cpu (cpu_clock). Host time (ref host, sol host) is how long the host takes to queue one call; "
-        "host_bound marks a task where it exceeds a side's device time. Speedup = reference median / solution "
-        "median, with a bootstrap 95% interval. Timed by: " + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
+        _clock_paragraph(info.device == "cpu") + " Timed by: "
+        + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
         + _overhead_line(run),
         "",
     ]

@@ -22,10 +22,11 @@ for path in sys.argv[1:]:
         t = r.get("timing") or {}
         speedup = round(r["speedup"], 2) if r.get("speedup") else None
         print(" ", r["solution_path"].split("/")[-1][:28], r["problem"].split("/")[-1][:14], r["status"],
-              ",".join(r["flags"]), t.get("clock"), speedup, t.get("ref_outside_ms"), t.get("sol_outside_ms"),
+              ",".join(r["flags"]), t.get("clock"), speedup, t.get("calls_per_batch"), t.get("fixed_ms"),
               r.get("custom_share"), r.get("overhead_seconds"),
               "clocks", (t.get("ref") or {}).get("clock"), (t.get("sol") or {}).get("clock"),
-              "host_ms", (t.get("ref") or {}).get("host_ms"), (t.get("sol") or {}).get("host_ms"), "|", r["message"][:160])
+              "host_ms", (t.get("ref") or {}).get("host_ms"), (t.get("sol") or {}).get("host_ms"),
+              "judged_ms", (t.get("ref") or {}).get("judged_ms"), (t.get("sol") or {}).get("judged_ms"), "|", r["message"][:160])
     try:
         bad = mismatches(results)
     except AssertionError as e:  # files without a declaration (a shipped set)

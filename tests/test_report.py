@@ -32,7 +32,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("KBENCH_UPDATE_GOLDEN") == "1"
 
 
-def _timing(ref_ms: float, sol_ms: float, ci: tuple[float, float], n: int = 40, clock: str = "cuda_events") -> Timing:
+def _timing(ref_ms: float, sol_ms: float, ci: tuple[float, float], n: int = 40, clock: str = "cuda_burst") -> Timing:
     return Timing(
         # The host's time to queue a call (synthetic): the report shows it beside the device time, except on
         # the CPU clock, which cannot tell the two apart.
@@ -44,7 +44,9 @@ def _timing(ref_ms: float, sol_ms: float, ci: tuple[float, float], n: int = 40, 
         speedup_ci=ci,
         clock=clock,
         stop_reason="converged",
-        event_overhead_ms=0.002 if clock == "cuda_events" else 0.0005,
+        calls_per_batch=8 if clock == "cuda_burst" else 400,
+        fixed_ms=0.11,
+        ref_fixed_ms=0.03,
         floor_ms=sol_ms * 0.9,  # 90% of floor
         bytes_moved=int(sol_ms * 0.9 * 3e9),  # at 3000 GB/s: 2700 GB/s achieved
     )
@@ -54,7 +56,7 @@ def _check(err: float | None) -> CheckResult:
     return CheckResult(passed=err is not None and err < 1e-4, message="", trials=6, rel_l2_err_fp64=err)
 
 
-def _ok(problem, sset, ref_ms, sol_ms, ci, flags=(), n=40, seconds=10.0, clock="cuda_events") -> TaskResult:
+def _ok(problem, sset, ref_ms, sol_ms, ci, flags=(), n=40, seconds=10.0, clock="cuda_burst") -> TaskResult:
     return TaskResult(
         problem=problem, solution_set=sset, solution_path=f"solutions/{sset}/{problem}.py", status=Status.OK,
         message="", flags=tuple(flags), ref_ms=ref_ms, sol_ms=sol_ms, speedup=ref_ms / sol_ms, phase="done",
@@ -136,13 +138,13 @@ def test_report_md_says_what_a_reader_needs(written):
     assert "output shape [1] vs reference [] | trial 1" in md  # failure list keeps the message whole
     # which clock timed each task: a column when they differ, and the counts
     assert "| 2.900-3.100 | cuda_graph | fail |" in md
-    assert "Timed by: cuda_events (3 tasks), cuda_graph (1 task)." in md
-    assert "0.5 us (cuda_graph)" in md
+    assert "Timed by: cuda_burst (3 tasks), cuda_graph (1 task)." in md
+    assert "the judge's own wall clock around a batch of calls" in md
     assert "| floor | % of floor | GB/s |" in md and "| 90 | 2700 |" in md  # roofline columns
     # a solution column, and times in the unit that fits
     assert "| level2/1_Conv2d_ReLU_BiasAdd | gpt | 1_Conv2d_ReLU_BiasAdd.py | ok | tampering | 12.50 us | 5.00 us |" in md
     assert "| level1/23_Softmax | claude | 23_Softmax.py | ok |  | 8.640 ms | 4.800 ms |" in md
-    assert "An empty timed call costs 2.0 us" in md
+    assert "A timed batch's fixed cost, subtracted before dividing by its calls: 110 us for the solution's" in md
     assert "vs reference [] \\| trial 1" not in md.split("## Failures and flags")[0]  # not in a table at all
     # a flag on a correct task has no message: no dangling colon
     assert "(`solutions/gpt/level1/23_Softmax.py`)\n" in md

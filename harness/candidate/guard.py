@@ -1,11 +1,13 @@
 """Tamper and escape detection inside the candidate's process.
 
-Nothing here decides a verdict: the judge lives in another process, so a patch
-cannot change a comparison or a reference time. What a patch can still change
-is what this process reports (its own samples), so every replacement of a
-torch function, a Tensor method or a kbench module global is reported as
-`tampering`, which fails the gate. A solution that patches this module too is
-not defended against here; the judge's wall-time bound and fingerprints are.
+Nothing here decides a verdict or a figure: the judge lives in another process,
+reads the outputs itself and times every request on its own clock, so a patch
+cannot change a comparison, a reference time or a solution time. What a patch
+can change is what this process says of itself (its own events, its profiler
+share), so every replacement of a torch function, a Tensor method or a kbench
+module global is reported as `tampering`, which fails the gate. It can only add
+that flag: a solution that patches this module too silences it, and loses
+nothing the judge relies on.
 """
 from __future__ import annotations
 
@@ -110,53 +112,6 @@ def _record(snap: dict[str, int], name: str, value: Any) -> None:
 def changed(before: dict[str, int]) -> list[str]:
     now = snapshot()
     return sorted(k for k, v in before.items() if now.get(k) != v)
-
-
-def shadowed(objects: dict[str, tuple[Any, tuple[type, ...]]]) -> list[str]:
-    """What a solution did to kbench's own objects in this process (the clock, a
-    graph sampler: role -> (object, the classes it may be)), which it can reach
-    through the stack: a method shadowed by an attribute of the instance (a `queue`
-    that sleeps instead of flushing the caches), or the object's class changed or
-    the object swapped. Exact classes: a subclass can name any module it likes."""
-    found = []
-    for role, (obj, kinds) in objects.items():
-        if obj is None:
-            continue
-        cls = type(obj)
-        if cls not in kinds:
-            found.append(f"the candidate's {role} (now a {cls.__module__}.{cls.__qualname__})")
-            continue
-        own = getattr(obj, "__dict__", None) or {}
-        found += [f"{cls.__module__}.{cls.__qualname__}.{key} on its instance" for key in list(own)
-                  if callable(getattr(cls, key, None))]
-    return found
-
-
-def held(obj: Any) -> dict[str, tuple]:
-    """What a kbench object holds that decides its samples (the names in its class's
-    HOLDS: a clock's flush buffer, events and gate), recorded when it is made. A
-    tensor by identity, storage, shape and strides: a flush buffer made smaller
-    in place (resize_, set_, as_strided_ with a stride of 0) keeps its identity."""
-    return {name: _state(getattr(obj, name, None)) for name in getattr(type(obj), "HOLDS", ())}
-
-
-def _state(value: Any) -> tuple:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return (id(value), value.data_ptr(), tuple(value.shape), value.stride(), value.storage_offset(), value.dtype)
-    return (id(value),)
-
-
-def swapped(obj: Any, before: dict[str, tuple]) -> list[str]:
-    """The names of `held(obj)` that no longer hold what they held (skip_flush.py
-    swapped the clock's flush buffer for one element: warm caches, no code changed)."""
-    if obj is None or not before:
-        return []
-    cls = type(obj)
-    now = held(obj)
-    return [f"{cls.__module__}.{cls.__qualname__}.{name} on its instance (what it holds)"
-            for name, state in before.items() if now.get(name) != state]
 
 
 def live_threads() -> set[int]:

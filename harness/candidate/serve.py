@@ -1,33 +1,40 @@
-"""The candidate's process: import the solution, run what the judge asks, return data.
+"""The candidate's process: import the solution, run what the judge asks, say where outputs are.
 
 Run as: python -m harness.candidate FD SCRATCH (started by the judge, ahead of
 its task). FD is its end of the channel; SCRATCH the only folder it may write.
-Nothing it sends is a verdict: outputs, sample times and projections are data
-the judge checks. __main__ confined the process before torch was imported
-(Landlock); this module captures kbench's clocks before the solution is.
+Nothing it sends is a verdict, a value the judge trusts or a time the judge
+uses: it runs calls and batches of calls, and says where each output lies
+(locate.py); the judge reads the outputs itself and times every request on
+its own clock, with this process frozen whenever it is not answering one
+(judge/freeze.py). __main__ confined the process before torch was imported.
 """
 from __future__ import annotations
 
 import gc
 import os
+import select
 import socket
 import sys
+import time
 from typing import Any
 
-# Before any solution code: the clocks and graph functions are captured at import.
 import torch
 
-from harness import channel, fingerprint, graph_clock, precision, sandbox, timer  # noqa: F401 - timer: clocks captured now
+from harness import batches, channel, precision, sandbox
 from harness.candidate import custom, guard
+from harness.locate import Locator, Unlocatable
+
+# kbench's own functions, taken now, before any solution code runs: a solution that
+# rewrites the module's attribute (the guard reports it) does not break the server.
+_run_timed = batches.run_timed
+_perf = time.perf_counter
 
 
 class Candidate:
     # No instance dictionary: a solution that finds this object (through the stack)
-    # cannot shadow a method with an attribute of its own (a `reply` that rewrites
-    # times, a `call` that defers work to the projection); the methods are the
-    # class's, whose members the guard watches.
-    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "timing_copies", "last_out", "clock",
-                 "clock_held", "graph", "hooks", "threads_left", "pending", "released")
+    # cannot shadow a method with an attribute of its own. (It could still do much in
+    # its own process; none of it reaches a figure the judge uses.)
+    __slots__ = ("sock", "scratch", "device", "model", "snapshot", "keep", "copies", "batch", "locator", "hooks")
 
     def __init__(self, sock: socket.socket, scratch: str):
         self.sock, self.scratch = sock, scratch
@@ -35,44 +42,39 @@ class Candidate:
         self.model: Any = None
         self.snapshot: dict = {}
         self.keep: list = []  # mappings of lent tensors
-        self.timing_copies: list[list] = []
-        self.last_out: Any = None
-        self.clock: Any = None
-        self.clock_held: dict[str, tuple] = {}
-        self.graph: graph_clock.GraphSampler | graph_clock.BurstSampler | None = None
+        self.copies: list[list] = []  # the timing inputs: call i of a batch reads copies[i]
+        self.batch: batches.Eager | batches.Graph | None = None
+        self.locator = Locator(self.device)
         self.hooks = None
-        self.threads_left: list[str] = []
-        self.pending: str | None = None  # what the next release runs: "call" or "graph"
-        self.released: str | None = None  # what the next projection reads: "call" or "graph"
 
     # -- replies ---------------------------------------------------------------
-    def reply(self, header: dict, payload: Any = None, has_payload: bool = False, guard_check: bool = True) -> None:
+    def reply(self, header: dict, guard_check: bool = True) -> None:
         """Send a reply. The guard's check (milliseconds: it walks torch's namespaces)
-        is left out of timed samples, whose wall time the judge bounds; the next
-        reply that carries it covers them."""
-        blobs: list[bytes] = []
-        if has_payload:
-            header["output"] = channel.encode(payload, [], blobs, by_copy=True)
+        is left out of batches, whose time is the judge's measure."""
         if guard_check:
             header["tampered"] = self._tampered()
-        channel.send(self.sock, header, blobs)
+        channel.send(self.sock, header)
 
     def _tampered(self) -> list[str]:
-        if not self.snapshot:
-            return []
-        return (guard.changed(self.snapshot) + guard.shadowed({
-            "clock": (self.clock, (timer.CpuClock, timer.CudaClock)),
-            "sampler": (self.graph, (graph_clock.GraphSampler, graph_clock.BurstSampler)),
-        }) + guard.swapped(self.clock, self.clock_held))[:8]
+        return guard.changed(self.snapshot)[:8] if self.snapshot else []
 
-    def lent(self, desc: Any, fds: list[int]) -> Any:
-        return channel.decode(desc, fds, [], self.keep)
+    def lent(self, desc: Any, fds: list[int], outputs_may_alias: bool = False) -> Any:
+        """Decode what the judge lent. With `outputs_may_alias` these are the inputs of
+        the calls to come, and only they: an output in their memory is located as such."""
+        ids: list = []
+        out = channel.decode(desc, fds, self.keep, ids)
+        if outputs_may_alias:
+            self.locator.clear_lent()  # earlier loans may be freed, their memory lent again under new ids
+            for t, ident in ids:
+                self.locator.add_lent(t, ident)
+        return out
 
     # -- operations ------------------------------------------------------------
     def op_load(self, msg: dict, fds: list[int]) -> None:
         from harness import build, load
 
         self.device = torch.device(msg["device"])
+        self.locator = Locator(self.device)
         if msg.get("ext_dir"):
             # Where the build process left this solution's extension: load_inline finds it there.
             os.environ["TORCH_EXTENSIONS_DIR"] = msg["ext_dir"]
@@ -105,146 +107,119 @@ class Candidate:
                                "message": f"{name}(*get_init_inputs()) raised: {load.last_line(e)}"})
         _share_weights(model, dict(state))
         self.model = model
-        if self.clock is None or str(getattr(self.clock, "device", "cpu")) != str(self.device):
-            self._take_clock(self.device)  # made after the import: out of its reach
         self.reply({**base, "ok": True, "candidate_class": name})
 
     def call(self, inputs: list) -> Any:
-        before = guard.live_threads()
         with torch.no_grad():
-            out = self.model(*inputs)
-        self.threads_left = guard.new_threads(before)
-        return out
+            return self.model(*inputs)
 
     def op_call(self, msg: dict, fds: list[int]) -> None:
-        inputs = self.lent(msg["inputs"], fds)
-        self.last_out = None
+        """One forward on lent inputs; where its output is."""
+        gc.enable()
         self._collect()
+        self.batch = None  # the previous call's output goes before this one allocates
+        inputs = self.lent(msg["inputs"], fds, outputs_may_alias=True)
+        before = guard.live_threads()
         info = None
         if msg.get("profile"):
             # The guard looks before the profiler runs: a profiler may import modules
-            # that rewrap torch's functions (torch.profiler's imports torch._dynamo,
-            # which rewraps torch.manual_seed).
+            # that rewrap torch's functions (torch.profiler's imports torch._dynamo).
             tampered = self._tampered()
             out, info = custom.measure(lambda: self.call(inputs), self.device, self.hooks.extension_names)
         else:
             out = self.call(inputs)
         self._sync()
-        self.last_out = out
-        header = {"threads": self.threads_left[:3], "custom": info}
+        self.batch = batches.Eager(self.call, [])
+        self.batch.outs = [out]  # alive until the judge has read it
+        self.locator.begin_reply()
+        header = {"out": self.locator.describe(out), "segs": self.locator.reply_segs,
+                  "threads": guard.new_threads(before)[:3], "custom": info}
         if msg.get("profile"):
             header["tampered"] = tampered
-        self.reply(header, out, has_payload=True, guard_check=not msg.get("profile"))
+        self.reply(header, guard_check=not msg.get("profile"))
 
     def op_bind(self, msg: dict, fds: list[int]) -> None:
-        """The judge lends the buffers timed calls read; it rewrites them between calls."""
-        self.timing_copies = self.lent(msg["copies"], fds)
-        self.graph = None
+        """The judge lends the timing inputs: for each input a tensor holding one copy
+        per call (stacked on a first dimension), or a plain value shared by all."""
+        self.batch = None
         self._collect()
-        # No collection inside a timed call, as on the judge's side (its samples are
-        # the yardstick for this process's overhead); back on with the output request.
+        stacked = self.lent(msg["stacked"], fds, outputs_may_alias=True)
+        n = int(msg["n"])
+        self.copies = [[s[i] if isinstance(s, torch.Tensor) else s for s in stacked] for i in range(n)]
+        # No collection inside a batch, as on the judge's side.
         gc.collect()
         gc.disable()
         self.reply({})
 
-    def op_sample(self, msg: dict, fds: list[int]) -> None:
-        """The first half of a timed call: caches flushed and the call queued behind
-        a held stream. The judge times this request and the release apart."""
-        inputs = self.timing_copies[msg.get("copy", 0)]
-
-        def timed():
-            self.last_out = None  # free the previous output before the next call allocates
-            self.last_out = self.call(inputs)
-
-        self.clock.queue(timed)
-        self.pending = "call"
-        self.reply({"queued": True}, guard_check=False)
-
-    def op_release(self, msg: dict, fds: list[int]) -> None:
-        """The second part: the call runs; its times. The judge times this request
-        apart from the projection's, so its bound holds the call alone."""
-        pending, self.pending = self.pending, None
-        if pending == "graph":
-            s = self.graph.finish()
-        elif pending == "call":
-            s = self.clock.finish()
-        else:
-            return self.reply({"error": "release without a queued call", "kind": "protocol"})
-        self.released = pending
-        self.reply({"ms": s.ms, "wall_ms": s.wall_ms, "host_ms": s.host_ms, "clock": s.clock,
-                    "why": self.clock.why, "threads": self.threads_left[:3]},
-                   guard_check=False)
-
-    def op_project(self, msg: dict, fds: list[int]) -> None:
-        """The third part: the projection of the released call's output(s)."""
-        released, self.released = self.released, None
+    def op_capture(self, msg: dict, fds: list[int]) -> None:
+        """Capture `n` calls into one CUDA graph; where its outputs are (the same memory at every replay)."""
+        self.batch = None
         try:
-            if released == "graph" and type(self.graph) in (graph_clock.GraphSampler, graph_clock.BurstSampler):
-                fp = fingerprint.project_many(type(self.graph).outputs(self.graph), msg["fp_seed"])
-            elif released == "call":
-                fp = fingerprint.project(self.last_out, msg["fp_seed"])
-            else:
-                return self.reply({"error": "projection without a released call", "kind": "protocol"})
-        except fingerprint.NotPlain as e:
-            return self.reply({"fp": None, "why": str(e)}, guard_check=False)
-        self.reply({"fp": fp}, guard_check=False)
-
-    def op_graph_capture(self, msg: dict, fds: list[int]) -> None:
-        kind = graph_clock.BurstSampler if msg.get("eager") else graph_clock.GraphSampler
-        try:
-            self.graph = kind(self.call, self.timing_copies, self.clock, msg["calls"], keep_all=msg.get("keep_all", False))
-            self.graph.replay()
+            self.batch = batches.Graph(self.call, self.copies, int(msg["n"]))
         except Exception as e:  # noqa: BLE001 - capture rejects syncs, host copies, unjoined streams...
-            self.graph = None
-            graph_clock.settle(self.clock)
-            what = "a burst failed" if msg.get("eager") else "capture failed"
-            return self.reply({"ok": False, "message": f"{what}: {str(e).splitlines()[0][:200]}"})
-        self.reply({"ok": True})
+            self.batch = None
+            _settle(self.device)
+            return self.reply({"ok": False, "message": f"capture failed: {str(e).splitlines()[0][:200]}"})
+        self.locator.begin_reply()
+        log = batches.Log(self.locator.at, self.locator.describe)
+        for out in self.batch.outs:
+            log.note(out)
+        self.reply({"ok": True, **_log_fields(log), "segs": self.locator.reply_segs})
 
-    def op_graph_sample(self, msg: dict, fds: list[int]) -> None:
-        self.graph.queue()
-        self.pending = "graph"
-        self.reply({"queued": True}, guard_check=False)
+    def op_batch(self, msg: dict, fds: list[int]) -> None:
+        """The timed request: `n` calls (eagerly, or one replay of the captured graph),
+        then a synchronize. The judge's clock runs from before this request reached
+        us to after our reply and the GPU's drain; the events here are our own claim."""
+        t_in = _perf()
+        n = int(msg["n"])
+        before = guard.live_threads()
+        self.locator.begin_reply()
+        if msg.get("graph"):
+            if not isinstance(self.batch, batches.Graph):
+                return self.reply({"error": "no captured graph", "kind": "protocol"}, guard_check=False)
+            ms, host_ms = _run_timed(self.batch, n, self.device)
+            return self.reply({"ms": ms, "host_ms": host_ms, "threads": guard.new_threads(before)[:3]},
+                              guard_check=False)
+        if not isinstance(self.batch, batches.Eager) or self.batch.copies is not self.copies:
+            self.batch = batches.Eager(self.call, self.copies)
+        log = batches.Log(self.locator.at, self.locator.describe) if n else None
+        t_run = _perf()
+        ms, host_ms = _run_timed(self.batch, n, self.device, log)
+        t_done = _perf()
+        header = {"ms": ms, "host_ms": host_ms, "threads": guard.new_threads(before)[:3]}
+        if log is not None:
+            header.update(_log_fields(log), segs=self.locator.reply_segs)
+        header["trace_us"] = [round((t_run - t_in) * 1e6), round((t_done - t_run) * 1e6), round((_perf() - t_done) * 1e6)]
+        self.reply(header, guard_check=False)
 
-    def op_graph_replay(self, msg: dict, fds: list[int]) -> None:
-        self.graph.replay()
-        fp = fingerprint.project_many(self.graph.outputs(), msg.get("fp_seed", 0))
-        self.reply({"fp": fp}, self.graph.outputs()[-1], has_payload=True)
-
-    def op_output(self, msg: dict, fds: list[int]) -> None:
+    def op_guard(self, msg: dict, fds: list[int]) -> None:
+        """After timing: what the guard saw (collection back on)."""
         gc.enable()
-        self.reply({}, self.last_out, has_payload=True)
+        self.reply({})
 
     def op_ping(self, msg: dict, fds: list[int]) -> None:
         channel.send(self.sock, {})
 
     def op_prepare(self, msg: dict, fds: list[int]) -> None:
-        """Before the task, no solution imported yet: the GPU's context and the clock."""
-        if self.model is None and msg.get("device") == "cuda" and timer.prepare(torch.device("cuda")):
-            # Taken out of the module now, before any solution code runs (an import
-            # could reach timer._prepared).
-            self._take_clock(torch.device("cuda"))
-        if self.model is None and msg.get("echo") is not None:
-            # The judge's one tensor over CUDA IPC before the task: opened here, and a
-            # tensor of ours sent back (main.py's _prepare_device says why).
-            echo = [x + 1 for x in self.lent(msg["echo"], fds) if isinstance(x, torch.Tensor)]
-            self.reply({}, echo, has_payload=True, guard_check=False)
-            del echo
-            if torch.cuda.is_initialized():
-                torch.cuda.ipc_collect()
-            return
+        """Before the task, no solution imported yet: the GPU's context, and one
+        tensor located for the judge to map (its first IPC mapping is paid here)."""
+        if self.model is None and msg.get("device") == "cuda":
+            self.device = torch.device("cuda")
+            self.locator = Locator(self.device)
+            if msg.get("echo") is not None:
+                self.lent(msg["echo"], fds)  # the first IPC import of a lent tensor, paid here
+            echo = torch.arange(64.0, device=self.device)
+            torch.cuda.synchronize(self.device)
+            self.batch = batches.Eager(self.call, [])
+            self.batch.outs = [echo]
+            self.locator.begin_reply()
+            return channel.send(self.sock, {"out": self.locator.describe(echo), "segs": self.locator.reply_segs})
         channel.send(self.sock, {})
 
-    def _take_clock(self, device: torch.device) -> None:
-        """The clock this candidate times with, and what it holds, recorded at once:
-        a record taken later could already describe a swapped flush buffer."""
-        self.clock = timer.make_clock(device)
-        self.clock_held = guard.held(self.clock)
-
     def _collect(self) -> None:
-        """Free outputs the judge has copied: memory shared over CUDA IPC stays in
-        torch's limbo until collected, and the checks' outputs of a 6 GB softmax
-        would otherwise pile up beside the judge's own memory."""
+        """Free what the judge has read: memory shared over CUDA IPC stays in torch's
+        limbo until collected, and the checks' outputs of a 6 GB softmax would
+        otherwise pile up beside the judge's own memory."""
         if self.device.type == "cuda":
             torch.cuda.ipc_collect()
             torch.cuda.empty_cache()
@@ -255,15 +230,20 @@ class Candidate:
 
     # -- loop ------------------------------------------------------------------
     def serve(self) -> None:
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
         while True:
+            _spin_until_readable(poller)
             msg, _blobs, fds = channel.recv(self.sock)
             op = msg.get("op")
             if op == "exit":
                 return
-            # Looked up on the class, whose members the guard watches: an attribute set
-            # on this instance (by a solution that found it) does not answer a request.
+            # Looked up on the class: an attribute set on this instance (by a solution
+            # that found it) does not answer a request.
             handler = getattr(Candidate, f"op_{op}", None) if isinstance(op, str) else None
             try:
+                if handler is None:
+                    raise ValueError(f"unknown request {str(op)[:40]!r}")
                 handler(self, msg, fds)
             except (Exception, SystemExit) as e:  # noqa: BLE001 - the solution raised: report, keep serving
                 import traceback
@@ -277,10 +257,39 @@ class Candidate:
                     kind = "compile_error"  # Triton compiles at a kernel's first call, in forward
                 if isinstance(e, SystemExit):
                     err = f"the solution called sys.exit({e.code!r})"
+                if isinstance(e, Unlocatable):
+                    err = str(e)
                 channel.send(self.sock, {"error": err[:600], "kind": kind, "tampered": self._tampered()})
             finally:
                 for fd in fds:
                     os.close(fd)
+
+
+# The judge stops this process after each reply and continues it right before the next
+# request: once continued, a request is microseconds away. Spinning for it, rather than
+# sleeping in recv, spares the scheduler's wake-up from every timed request; past
+# SPIN_S (the judge is busy elsewhere, or has not frozen us yet) this sleeps instead.
+SPIN_S = 0.01
+
+
+def _spin_until_readable(poller: select.poll) -> None:
+    end = _perf() + SPIN_S
+    while _perf() < end:
+        if poller.poll(0):
+            return
+
+
+def _log_fields(log: batches.Log) -> dict:
+    return {"first": log.first, "ats": log.ats, "odd": {str(k): v for k, v in log.odd.items()}}
+
+
+def _settle(device: torch.device) -> None:
+    """After a failed capture: wait for whatever was queued; a capture error is not sticky."""
+    try:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _share_weights(model: Any, ref_state: dict) -> None:
@@ -309,7 +318,3 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: solution atexit hooks and CUDA teardown can hang
-
-
-if __name__ == "__main__":
-    main()

@@ -19,15 +19,12 @@ from typing import Any
 import torch
 
 from .. import load, shapes, stats
-from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, to_json_dict
-from ..timer import TimingConfig
+from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, TimingConfig, to_json_dict
 from .remote import Remote
 from .spawn import Spawned
 from .task import Judge, ProblemFailed, TaskFailed
-from .timing import PairResult, Timer
+from .timing import PairResult, Side, Timer
 
-UNTIMED_FRACTION = 0.25  # device-wide wall beyond the events, as a share of the event time,
-UNTIMED_MIN_MS = 0.05  # and at least this much, means work escaped the events
 BELOW_FLOOR_FRACTION = 0.9  # faster than 90% of the time to read the inputs from HBM cannot be real
 NOISY_REL_CI = 0.05  # speedup interval half-width over 5% of the speedup
 
@@ -92,23 +89,10 @@ def time_task(judge: Judge, spec: dict) -> Timing:
     timer = Timer(judge, TimingConfig(**spec["timing"]), baseline)
     with judge.spend("timing"):
         pair = timer.run()
-    if pair.note:
-        judge.notes.append(pair.note)
-    judge.phase("recheck")
-    # The last timed output, in full (every timed call was already checked by projection).
-    reply, blobs = judge.ask({"op": "output"}, when="while being timed")
-    out = judge.remote.output(reply, blobs, judge.device)
-    from .. import check
-
-    if Flag.INPUT_MUTATION in judge.flags:
-        judge.notes.append("timed output not re-checked: the solution writes into its inputs")
-    elif pair.clock not in REPLAYED:
-        ref_out = judge.call_reference(check.clone_inputs(timer.last_inputs))
-        try:
-            check.compare_outputs(out, ref_out, None, l2_bound=judge.timed_bound())
-        except check.Mismatch as e:
-            raise TaskFailed(Status.INCORRECT, f"output of a timed call: {e}")
-    return summarize(judge, pair, timer.last_inputs, out, spec)
+    judge.reader.release()
+    judge.notes.extend(pair.notes)
+    judge.flags |= pair.flags
+    return summarize(judge, pair, timer.warm, spec)
 
 
 def compiled_reference(judge: Judge):
@@ -134,47 +118,26 @@ def compiled_reference(judge: Judge):
     return call
 
 
-# Clocks whose samples carry the host's queuing time apart from the device's.
-HOST_SEPARATED = ("cuda_events", "cuda_graph", "cuda_burst")
-# Clocks whose timed calls ran on rotating copies (every call's projection was
-# checked); the last eager inputs are not what their last output was computed from.
-REPLAYED = ("cuda_graph", "cuda_burst")
-
-
-def _clock_notes(judge: Judge, pair: PairResult) -> None:
-    """Say which clock timed each side where it is not the held-stream events or a
-    graph, and flag a side whose host takes longer to queue a call than the device
-    takes to run it."""
-    for name, s in (("reference", pair.ref), ("solution", pair.sol)):
-        if s.why and s.clock not in HOST_SEPARATED:
-            judge.notes.append(f"{name} timed by {s.clock}: {s.why}")
-        if s.host_ms and s.clock in HOST_SEPARATED and stats.median(s.host_ms) > stats.median(s.ms):
+def _host_bound(judge: Judge, warm: PairResult) -> None:
+    """Flag a side whose host takes longer to issue a call than its kernels take to
+    run (its own events), from the single calls of the warm-up: inside a real model
+    that call's speed is set by the host. The candidate's figures are its word: they
+    can only add the flag."""
+    for name, s in (("reference", warm.ref), ("solution", warm.sol)):
+        host, events = s.host_ms[1:], s.claimed_ms[1:]
+        if host and events and stats.median(host) > stats.median(events):
             judge.flags.add(Flag.HOST_BOUND)
-            judge.notes.append(f"{name} takes {stats.median(s.host_ms) * 1e3:.1f} us of host time to queue a call "
-                               f"that runs {stats.median(s.ms) * 1e3:.1f} us on the device")
+            judge.notes.append(f"{name} takes {stats.median(host) * 1e3:.1f} us of host time to issue a call "
+                               f"that runs {stats.median(events) * 1e3:.1f} us on the device")
 
 
-def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict) -> Timing:
-    ref_ms, sol_ms = stats.median(pair.ref.ms), stats.median(pair.sol.ms)
-    lo, hi = stats.bootstrap_ratio_ci(pair.ref.ms, pair.sol.ms)
+def summarize(judge: Judge, pair: PairResult, warm: PairResult, spec: dict) -> Timing:
+    ref_ms, sol_ms = stats.median(pair.ref.figure), stats.median(pair.sol.figure)
+    lo, hi = stats.bootstrap_ratio_ci(pair.ref.figure, pair.sol.figure)
     speedup = ref_ms / sol_ms if sol_ms > 0 else float("inf")
-    sol_wall = stats.median(pair.sol.wall_ms)
-    if pair.bound_note:
-        judge.flags.add(Flag.TIMING_MISMATCH)
-        judge.notes.append(pair.bound_note)
-    if pair.interference_note:
-        judge.flags.add(Flag.UNTIMED_WORK)
-        judge.notes.append(pair.interference_note)
-    if pair.clock == "cuda_events":
-        ref_gap = stats.median(pair.ref.wall_ms) - ref_ms
-        excess = (sol_wall - sol_ms) - ref_gap
-        if excess > max(UNTIMED_FRACTION * sol_ms, UNTIMED_MIN_MS):
-            judge.flags.add(Flag.UNTIMED_WORK)
-            judge.notes.append(f"device-wide wall time {sol_wall:.3f} ms vs {sol_ms:.3f} ms on the events: "
-                               "work escaped the timed stream")
     if speedup > 0 and (hi - lo) / 2 / speedup > NOISY_REL_CI:
         judge.flags.add(Flag.NOISY)
-    in_bytes, out_bytes = shapes.nbytes(inputs), shapes.nbytes(out)
+    in_bytes, out_bytes = shapes.nbytes(pair.last_inputs), pair.out_bytes
     nbytes = in_bytes + out_bytes
     floor_ms = None
     bandwidth = spec.get("bandwidth_gbs")
@@ -190,48 +153,52 @@ def summarize(judge: Judge, pair: PairResult, inputs: list, out: Any, spec: dict
         if sol_ms < BELOW_FLOOR_FRACTION * hard_ms:
             judge.flags.add(Flag.BELOW_ROOFLINE)
             judge.notes.append(f"{sol_ms:.4f} ms is below the {hard_ms:.4f} ms it takes to read the inputs from HBM")
-    _clock_notes(judge, pair)
-    side = lambda s: SideTiming(  # noqa: E731
-        stats.median(s.ms), stats.iqr(s.ms), len(s.ms), tuple(round(x, 6) for x in s.ms), s.clock or pair.clock,
-        round(stats.median(s.host_ms), 6) if s.host_ms and s.clock in HOST_SEPARATED else None,
-    )
+    _host_bound(judge, warm)
+    graph = pair.clock == "cuda_graph"
+
+    def side(s: Side, w: Side) -> SideTiming:
+        host = (w.host_ms[1:] if graph else s.host_ms) or None  # a replay's host time is one launch
+        return SideTiming(stats.median(s.figure), stats.iqr(s.figure), len(s.figure),
+                          tuple(round(x, 6) for x in s.figure), pair.clock, round(stats.median(host), 6) if host else None,
+                          round(stats.median(s.ms), 6) if s.ms else None)
+
     return Timing(
-        ref=side(pair.ref), sol=side(pair.sol), speedup=speedup, speedup_ci=(lo, hi), clock=pair.clock,
-        stop_reason=pair.stop_reason, sol_wall_ms=sol_wall, event_overhead_ms=pair.event_overhead_ms,
-        floor_ms=floor_ms, bytes_moved=nbytes,
-        compiled=side(pair.baseline) if pair.baseline else None,
-        speedup_vs_compiled=stats.median(pair.baseline.ms) / sol_ms if pair.baseline and sol_ms > 0 else None,
-        rtt_ms=round(pair.rtt_ms, 4),
-        ref_outside_ms=round(stats.median(pair.ref.outside_ms), 4) if pair.ref.outside_ms else None,
-        sol_outside_ms=round(stats.median(pair.sol.outside_ms), 4) if pair.sol.outside_ms else None,
+        ref=side(pair.ref, warm.ref), sol=side(pair.sol, warm.sol), speedup=speedup, speedup_ci=(lo, hi),
+        clock=pair.clock, stop_reason=pair.stop_reason, floor_ms=floor_ms, bytes_moved=nbytes,
+        compiled=side(pair.baseline, Side()) if pair.baseline else None,
+        speedup_vs_compiled=stats.median(pair.baseline.figure) / sol_ms if pair.baseline and sol_ms > 0 else None,
+        calls_per_batch=pair.calls, fixed_ms=round(pair.fixed_ms, 4), ref_fixed_ms=round(pair.ref_fixed_ms, 4),
     )
 
 
 def _prepare_device(remote: Remote) -> None:
-    """While waiting for the task, as the next judge to be used: the GPU's context
-    and the clock, here and in the candidate, which would otherwise be made inside
-    the task. A failure here is met again, and reported, where the task needs the GPU."""
-    from .. import channel, check, timer
+    """While waiting for the task, as the next judge to be used: the GPU's context,
+    here and in the candidate, which would otherwise be made inside the task. A
+    failure here is met again, and reported, where the task needs the GPU."""
+    from .. import channel, check
+    from .read import Reader
 
     if os.environ.get("KBENCH_DEVICE") != "cuda":
         return
     device = torch.device("cuda")
-    timer.prepare(device)
     check.warm_up(device)
-    # One tensor each way over CUDA IPC, as every call of the check lends its inputs
-    # and takes back an output: the first export and open in each process (torch's
-    # IPC reference counts, the driver's mappings) happen here rather than in the check.
-    shared = None
+    # One tensor each way, as every call of the check lends its inputs and the judge
+    # reads an output: the first IPC import in the candidate and the first mapping of
+    # one of its segments here (the driver's work) happen now rather than in the check.
+    shared = reader = None
     try:  # waits for the candidate's imports, as the task's first request would
         shared = channel.Shared(device)
         fds: list[int] = []
-        echo = channel.encode(shared.lend([torch.arange(64.0, device=device)]), fds, [], by_copy=False)
-        reply, blobs = remote.request({"op": "prepare", "device": "cuda", "echo": echo}, fds)
-        if "output" in reply:
-            remote.output(reply, blobs, device)
+        echo = channel.encode(shared.lend([torch.arange(64.0, device=device)]), fds)
+        reply, _ = remote.request({"op": "prepare", "device": "cuda", "echo": echo}, fds)
+        remote.wait_stopped()
+        reader = Reader(device, remote.proc.pid, shared.by_id)
+        reader.read(reply.get("out"), reply.get("segs")).sum().item()
     except Exception:  # noqa: BLE001 - a candidate gone or a GPU that fails here fails again, reported, in the task
         pass
     finally:
+        if reader is not None:
+            reader.release()
         del shared
         if torch.cuda.is_initialized():
             torch.cuda.ipc_collect()

@@ -1,9 +1,10 @@
 """The judge's handle on its candidate process: start it, ask, time the asking.
 
-Every request is timed here, from outside, so the judge knows the wall time
-of every block of calls it asked for whatever the candidate reports. A reply
-that is not a well-formed message, or a process that dies, becomes a
-CandidateGone with the reason; the judge turns it into a status.
+Every request is timed here, from outside, and the candidate runs only while a
+request is out: it is continued right before the request and stopped on its
+reply (freeze.py). A reply that is not a well-formed message, or a process
+that dies, becomes a CandidateGone with the reason; the judge turns it into a
+status.
 """
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-import torch
 
 from .. import channel, sandbox
-from .spawn import Spawned, spawn_candidate
 from ..isolate import describe_exit
+from .freeze import Freezer
+from .spawn import Spawned, spawn_candidate
 
 _perf = time.perf_counter
 # How often a request past its limit looks again whether the candidate still runs a
@@ -29,6 +30,9 @@ _perf = time.perf_counter
 BUILD_POLL_S = 2.0
 # How often a first call samples whether the GPU is busy (BusyRule).
 BUSY_POLL_S = 0.5
+# How long a timed request's reply is waited for by polling without sleeping, at most
+# (a GPU host has cores to spare; a longer batch meets the scheduler's wake-up once).
+SPIN_S = 0.25
 # How long the end of a task waits for its killed candidate to be reaped before
 # the verdict goes out anyway.
 CLOSE_WAIT_S = 2.0
@@ -82,17 +86,23 @@ class Remote:
         """`spawned`: the candidate process, if it was started already (judge/__main__.py)."""
         spawned = spawned or spawn_candidate()
         self.proc, self.sock, self.scratch = spawned.proc, spawned.sock, spawned.scratch
+        self.freezer = Freezer(self.proc.pid)
         self.last_wall_s = 0.0
 
     def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
-                build_s: float | None = None, busy: BusyRule | None = None) -> tuple[dict, list[bytes]]:
+                build_s: float | None = None, busy: BusyRule | None = None,
+                spin: bool = False) -> tuple[dict, list[bytes]]:
         """Send one request, wait for its reply; the wall time is in last_wall_s.
         Past `limit_s` seconds (the judge's clock, from the send) the candidate is
         killed and CandidateHung raised: no reply, however it trickles in, moves that.
         With `build_s`, a candidate that is still running a child process when the
         limit passes (a compiler: an import or a first call may build) gets more
         time, BUILD_POLL_S at a time, up to build_s from the send. With `busy`, it is
-        hung sooner while the GPU is busy without a pause (BusyRule)."""
+        hung sooner while the GPU is busy without a pause (BusyRule). The candidate
+        is continued first and stopped again (signalled, not waited for: see
+        wait_stopped) once its reply is in. With `spin`, the reply is waited for by
+        polling without sleeping (a timed request: no wake-up in its measure)."""
+        self.freezer.thaw()
         t0 = _perf()
         try:
             if limit_s is None:
@@ -100,6 +110,8 @@ class Remote:
                 reply, blobs, extra_fds = channel.recv(self.sock)
             else:
                 channel.send(_Bounded(self.sock, t0 + limit_s), header, fds=list(fds))
+                if spin:
+                    self._spin(t0 + min(limit_s, SPIN_S))
                 deadline = self._wait_for_reply(t0, t0 + limit_s, build_s, busy)
                 reply, blobs, extra_fds = channel.recv(_Bounded(self.sock, deadline))
         except TimeoutError as e:
@@ -108,14 +120,23 @@ class Remote:
             raise CandidateHung(self.last_wall_s, getattr(e, "busy_s", None)) from None
         except (channel.ChannelError, OSError) as e:
             self.last_wall_s = _perf() - t0
+            self.freezer.stop()
             raise CandidateGone(self.death(str(e))) from None
         self.last_wall_s = _perf() - t0
+        self.freezer.stop()
         self.sock.settimeout(None)
         for fd in extra_fds:  # the candidate has no reason to send descriptors
             os.close(fd)
         if "error" in reply:
             raise CandidateError(str(reply["error"]), str(reply.get("kind")), _strings(reply.get("tampered")))
         return reply, blobs
+
+    def _spin(self, until: float) -> None:
+        """Poll for the reply's first byte without sleeping, until `until`."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        while _perf() < until and not poller.poll(0):
+            pass
 
     def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None,
                         busy: BusyRule | None = None) -> float:
@@ -143,6 +164,10 @@ class Remote:
                 raise TimeoutError("the request's limit has passed")
             deadline = min(_perf() + BUILD_POLL_S, t0 + build_s)
 
+    def wait_stopped(self) -> None:
+        """Until the candidate and all it started have stopped (after a reply)."""
+        self.freezer.wait_stopped()
+
     def building(self) -> bool:
         """Whether the candidate runs a child process now: torch's extension builder
         runs ninja and the compiler, Triton runs ptxas, inductor its compile workers.
@@ -156,19 +181,6 @@ class Remote:
         except subprocess.TimeoutExpired:
             return f"the candidate broke the channel ({fallback})"
         return f"the candidate process {'was ' if rc < 0 else ''}{describe_exit(rc)}"
-
-    def output(self, reply: dict, blobs: list[bytes], device: torch.device) -> Any:
-        """The output in a reply, as the judge's own copy: CUDA memory the candidate
-        could still write is cloned at once, and kept no longer."""
-        keep: list = []
-        try:
-            out = channel.decode(reply.get("output"), [], blobs, keep)
-        except channel.ChannelError as e:
-            raise CandidateGone(f"the candidate sent a malformed output: {e}") from None
-        out = _own_copy(out)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return out
 
     def kill(self) -> None:
         """Kill the candidate's process group now, without waiting: a process stuck
@@ -189,6 +201,7 @@ class Remote:
         kbench's own sweep reaps it. The judge calls this after its verdict has
         left (main.py): kill() alone comes before it."""
         self.kill()
+        self.freezer.close()
         sandbox.wait_exit(self.proc, wait_s)
         # Its group's other members and any orphan it left; not the candidate itself
         # while it is still dying (waiting on it here would be the wait just bounded).
@@ -198,18 +211,6 @@ class Remote:
         import shutil
 
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def _own_copy(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return out.clone()
-    if isinstance(out, channel.Returned):
-        return channel.Returned(out.tensor.clone(), out.kind, out.device)
-    if isinstance(out, tuple):
-        return tuple(_own_copy(x) for x in out)
-    if isinstance(out, list):
-        return [_own_copy(x) for x in out]
-    return out
 
 
 def _strings(value: Any) -> list[str]:

@@ -2,8 +2,9 @@
 
 The judge imports the problem, never the solution. Each trial draws fresh
 inputs; the candidate runs first, on a copy lent to it (the judge sees any
-write into it), and its output comes back as data the judge compares with
-its own reference. Statuses and flags are decided here and nowhere else.
+write into it), and says where its output is; the judge reads it there while
+the candidate is frozen (read.py) and compares it with its own reference.
+Statuses and flags are decided here and nowhere else.
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ import torch
 from .. import channel, check, load, precision, shapes
 from ..records import Flag, Status
 from . import limits
+from .drain import Drain
 from .gpu_busy import GpuBusy
+from .read import OutputUnreadable, Reader
 from .remote import BusyRule, CandidateError, CandidateGone, CandidateHung, Remote
 
 _perf = time.perf_counter
@@ -94,6 +97,10 @@ class Judge:
         self.ref_call_s: float | None = None  # the reference's seconds per call: what bounds a hang
         self.seen_signatures: set[tuple] = set()  # input shapes the candidate has been called on
         self.gpu_busy = GpuBusy(self.device) if self.device.type == "cuda" else None
+        self.reader = Reader(self.device, remote.proc.pid, self.shared.by_id)
+        self._drain: Drain | None = None
+        self._flush_buf: torch.Tensor | None = None
+        self.pre_fixed_s: list[float] = []  # empty timed batches before the solution was imported (timing.py)
 
     # -- plumbing -------------------------------------------------------------
     @contextlib.contextmanager
@@ -115,6 +122,55 @@ class Judge:
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def flush_caches(self) -> None:
+        """Evict what the last batch left in the caches, from the judge's process: the
+        GPU's L2 (a read of twice its size: a write would leave dirty lines whose
+        write-back overlaps the next batch), or on the CPU the last-level cache (32 MB)."""
+        if self._flush_buf is None:
+            if self.device.type == "cuda":
+                l2 = torch.cuda.get_device_properties(self.device).L2_cache_size or 50 * 2**20
+                self._flush_buf = torch.ones(2 * l2 // 4, dtype=torch.int32, device=self.device)
+            else:
+                self._flush_buf = torch.ones(8 * 2**20, dtype=torch.int32)
+        self._flush_buf.sum()
+        self.sync()
+
+    def run_reference_once(self) -> None:
+        """The reference on inputs of its own, and the GPU waited for: what the judge does
+        between two of the candidate's timed batches, for the calibration of their cost."""
+        inputs = self.make_inputs(self.spec["seed"] + 977)
+        with self.spend("calibration"):
+            out = self.call_reference(inputs)
+        self.sync()  # inside another spend (timing's), spend does not wait for the GPU
+        del inputs, out
+
+    @property
+    def drain(self) -> Drain:
+        if self._drain is None:
+            self._drain = Drain(self.device)
+        return self._drain
+
+    def quiesce(self) -> float:
+        """After a reply: wait until the candidate and all it started have stopped and,
+        on a GPU, until the work they queued has drained. Seconds the GPU was busy."""
+        self.remote.wait_stopped()
+        return self.drain.wait() if self.device.type == "cuda" else 0.0
+
+    def read(self, reply: dict, key: str = "out", settled: bool = False) -> Any:
+        """The output a reply describes, read from the candidate's memory (frozen and
+        drained first, unless the caller has: `settled`). Views of that memory: valid
+        until the candidate's next request."""
+        if not settled:
+            self.quiesce()
+        try:
+            return self.reader.read(reply.get(key), reply.get("segs"))
+        except channel.ChannelError as e:
+            raise TaskFailed(Status.CRASHED, f"the candidate described its output wrongly ({e}) during "
+                                             f"{self.phase_name}") from None
+        except OutputUnreadable as e:
+            raise TaskFailed(Status.RUNTIME_ERROR, f"the judge cannot read the output during {self.phase_name}: "
+                                                   f"{e}") from None
 
     def make_inputs(self, seed: int, which: str = "random", index: int = 0) -> list:
         with self.spend("inputs"):
@@ -153,7 +209,7 @@ class Judge:
                 self.notes.append(note)
 
     def ask(self, header: dict, fds: list[int] = (), when: str = "",
-            limit: limits.Limit | None = None) -> tuple[dict, list[bytes]]:
+            limit: limits.Limit | None = None, spin: bool = False) -> tuple[dict, list[bytes]]:
         """A request to the candidate; its failures become statuses. `limit`: how long
         it may run (requests that run forward pass theirs; the rest run none)."""
         limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
@@ -162,7 +218,7 @@ class Judge:
             busy = BusyRule(limit.busy_after_s, limits.HANG_BUSY_S, self.gpu_busy.busy)
         try:
             reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
-                                               limit.build_s, busy)
+                                               limit.build_s, busy, spin)
         except CandidateHung as e:
             raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s)) from None
         except CandidateGone as e:
@@ -224,13 +280,21 @@ class Judge:
         # is kbench's own start-up, not the solution's, so it is waited for first and
         # the import's limit starts once the candidate answers (--timeout bounds both).
         self.ask({"op": "ping"}, limit=limits.STARTUP)
+        if self.device.type == "cuda":  # its CUDA context, if it was not started ahead as the next judge
+            self.read(self.ask({"op": "prepare", "device": "cuda"}, limit=limits.STARTUP)[0])
+        if self.spec["time"]:
+            from .timing import empty_batches
+
+            # The fixed cost of a timed request, measured while no solution code has run here
+            # or there: what the solution does cannot make the judge subtract more (timing.py).
+            self.pre_fixed_s = empty_batches(self)
         fds: list[int] = []
         state = [[k, v] for k, v in self.ref.state_dict().items()]
         msg = {"op": "load", "solution_path": os.path.abspath(self.spec["solution_path"]), "device": self.spec["device"],
                "ext_dir": self.spec.get("extensions_dir"), "seed": seed,
                "precision": self.precision,
-               "init": channel.encode(self.shared.lend(init), fds, [], by_copy=False),
-               "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds, [], by_copy=False)}
+               "init": channel.encode(self.shared.lend(init), fds),
+               "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds)}
         reply, _ = self.ask(msg, fds, "at import", limits.for_import())
         self.sandbox = reply.get("sandbox") if isinstance(reply.get("sandbox"), str) else None
         if reply.get("candidate_class") == "Model":  # the judge words the note; the reply only names a class
@@ -286,14 +350,21 @@ class Judge:
                                 "the first call on inputs of this shape")
         lent = self.shared.lend(inputs)
         fds: list[int] = []
-        msg = {"op": "call", "inputs": channel.encode(lent, fds, [], by_copy=False), "profile": profile}
-        reply, blobs = self.ask(msg, fds, "in forward", limit)
-        if reply.get("threads"):
-            self.flags.add(Flag.UNTIMED_WORK)
-            self.notes.append(f"forward left threads running: {', '.join(map(str, reply['threads'][:3]))}")
+        msg = {"op": "call", "inputs": channel.encode(lent, fds), "profile": profile}
+        reply, _ = self.ask(msg, fds, "in forward", limit)
+        self.note_threads(reply)
         if profile:
             self.custom = reply.get("custom") if isinstance(reply.get("custom"), dict) else None
-        return self.remote.output(reply, blobs, self.device), lent
+        return self.read(reply), lent
+
+    def note_threads(self, reply: dict) -> None:
+        """The candidate's own word that forward left threads running: it can only add a flag."""
+        threads = reply.get("threads")
+        if isinstance(threads, list) and threads:
+            self.flags.add(Flag.UNTIMED_WORK)
+            note = f"forward left threads running: {', '.join(str(t)[:40] for t in threads[:3])}"
+            if note not in self.notes:
+                self.notes.append(note)
 
     def check(self) -> None:
         self.phase("check")
@@ -324,6 +395,7 @@ class Judge:
                 raise TaskFailed(Status.INCORRECT, f"{label}: {e}")
             finally:
                 del ref_out, ref64, pristine, sol_out
+                self.reader.release()  # the candidate frees that output before its next call
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
         self.check_result = check.summarize(True, "", len(cases), self.errors)

@@ -1,87 +1,80 @@
-"""Timing across the boundary: the reference here, the solution in its process.
+"""Timing on the judge's own clock: batches of calls, the reference here, the solution there.
 
-Sample pairs alternate, reference then solution, each on the same freshly
-drawn inputs (get_inputs with a new seed per pair, written into the buffers
-the candidate was lent), so nothing can be replayed from an earlier call and
-drift hits both sides. Each side's sample is the same clock code (timer.py)
-and ends with a projection of the call's output (fingerprint.py), which the
-judge compares with the reference's: every timed call is checked.
-
-What the candidate reports is bounded by what the judge measures from outside:
-the wall time of each request. With rtt the cost of an empty request, an
-honest sample leaves wall - rtt - claimed close to the same overhead the
-judge's own samples leave (flush, launch shadow, syncs, projection: same
-code). Claims that leave more than ALLOWANCE beyond that are refused: flag
-timing_mismatch, no speedup. So a forger can shave at most the allowance off
-each call; the README states it.
+A sample is one batch: n calls, call i reading input copy i, with values of
+its own drawn fresh for every batch (get_inputs with a new seed per copy,
+written into the buffers the candidate was lent). The judge starts its clock,
+continues the frozen candidate and asks for the batch; the candidate runs the
+calls and synchronizes; on its reply the judge stops it again, waits until
+the GPU has drained whatever the candidate queued (drain.py), and stops its
+clock. A call's time is (that wall time - the fixed cost of a request) / n.
+The reference's batches run here the same way (batches.py: the same code on
+both sides), with the candidate frozen and the GPU drained. Nothing the
+candidate reports enters a figure:
+  * The fixed cost is the median of empty batches measured before the
+    solution was imported (the same request, process and path), or after, if
+    that is smaller: inflating its own empty requests cannot make the judge
+    subtract more.
+  * Every call's output is read by the judge from the candidate's memory
+    while it is frozen (read.py) and compared with the reference's on the same
+    values: a call skipped, deferred, replayed or finished later is an output
+    that is not there. One call per batch, picked after it ran, is compared
+    in full.
+  * The candidate's own events are its claim: where they disagree with the
+    judge's measure the task is flagged timing_mismatch; the figure stays the
+    judge's.
+Batches are long enough that the fixed cost is at most 2% of them (10 ms
+on a GPU, 20 ms on the CPU, or 50 times the fixed cost), as far as memory for
+one input copy per call allows. Calls of a few microseconds run as one replay
+of n calls captured in a CUDA graph, where the graph recomputes the output
+from new inputs (a launch on the legacy default stream is missing from a
+graph); otherwise eagerly, back to back, as a model runs them.
 """
 from __future__ import annotations
 
 import gc
 import math
 import os
+import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from .. import channel, check, fingerprint, graph_clock, sandbox, shapes, stats, timer
+from .. import batches, channel, check, sandbox, shapes, stats
+from ..locate import Locator
 from ..records import Flag, Status
+from . import limits
 from .task import Judge, TaskFailed
 
 _perf = time.perf_counter
-# Beyond the judge's own per-sample overhead, an honest candidate's stays within
-# the largest of: 30 us, a quarter of that overhead, and three times its spread
-# (the interquartile range of the judge's own samples: a loaded host is noisy).
-# On an H100 honest candidates' overhead sat 0.1-0.36 ms above the judge's (its
-# request handling is heavier than the empty request that measures rtt): 0.5 ms
-# per sample, shared by the calls of a graph replay.
-ALLOWANCE_MIN_MS = 0.5
-ALLOWANCE_FRACTION = 0.25
-ALLOWANCE_SPREADS = 3.0
-# On the CPU clock the two processes share the host's caches and cores, and an
-# honest candidate's overhead was measured up to 2.4x the judge's on a loaded
-# 2-core machine: the bound there is three times the judge's own overhead.
-ALLOWANCE_FRACTION_CPU = 3.0
-# The CPU clock's release is the call and a reply, yet an honest candidate's wall there
-# sat 0.13-0.42 ms above the judge's own on the loaded 2-core CI machine (2026-11-23;
-# its own handling is 0.014 ms: the rest is waking the judge after a millisecond's
-# wait, which the empty request that measures rtt does not pay). On a GPU the
-# release keeps the loose allowance: on an H100 (2026-11-23, adversarial CUDA set
-# and graph fixtures, release measured apart) honest candidates sat 0.01-0.15 ms per
-# sample above the judge with events and up to about 0.25 ms per graph or burst
-# sample of ~16 calls (two runs): 0.5 ms keeps a 2x margin.
-CALL_MIN_CPU_MS = 1.0
-# The CPU clock's queuing is the 32 MB flush: an honest candidate's took 0.98-1.42x the
-# judge's own (same code; 32 task runs on the 2-core machine, 2026-11-23), one that
-# swapped its flush buffer for a single element 0.19x (skip_flush.py). On a GPU the
-# flush is ~35 us of a queuing of ~0.45 ms per sample (H100): too small a part for a
-# floor; the guard names a swapped buffer there (guard.held).
-QUEUE_MIN_SHARE_CPU = 0.5
-# Between its requests the candidate waits, and what it started should be idle: CPU
-# time its child processes use at all, and (on the CPU clock) its own threads use
-# while the reference is timed, competes with the reference for the host
-# (hog_processes.py, hog_thread.py). Flagged past a quarter of the reference's timed
-# wall and 50 ms (5 clock ticks). Honest candidates used at most 0.02 s beside 0.12-0.56 s
-# of reference samples: the end of their previous reply overlaps the next reference
-# sample by tens of microseconds, which on a GPU, where a sample can be shorter than
-# that, is why the threads are counted on the CPU clock only.
-INTERFERENCE_SHARE = 0.25
-INTERFERENCE_MIN_S = 0.05
-MUTATION_EVERY = 5  # compare the lent timing inputs with the judge's copy every 5th sample
+TRACE = bool(os.environ.get("KBENCH_TIMING_TRACE"))  # one line per batch in the task's log
+EMPTY_BATCHES = 9
+TARGET_S = {"cuda": 0.010, "cpu": 0.020}  # a batch's length, before the fixed cost's 50x
+FIXED_SHARE = 0.02  # the fixed cost of a batch is at most this share of it
+MAX_CALLS = 4096  # calls per batch (copies of the inputs, outputs kept)
+MAX_BATCH_S = 0.2  # the slower side's batch at most (a 1000x gap: the faster side's batch is then short)
+WARM_CALLS = 16  # a batch of this many after the single calls of the warm-up, for the time per call
+MEMORY_SHARE = 0.4  # of the GPU's free memory, for the copies and both sides' outputs
+MUTATION_EVERY = 5  # compare a lent copy with its values every 5th pair
+# The candidate's own events may differ from the judge's measure by this share of it, plus the
+# fixed cost per call, before they are called a mismatch (an honest candidate's graph replays agreed
+# within 0.5% on an H100; its events miss only work outside its stream, or are forged).
+CLAIM_SHARE = 0.10
+CLAIM_BATCH_S = 0.5e-3
+# A reference batch whose wall time (less the fixed cost) exceeds its own events by this share, and
+# this much, met other work on the GPU: measured again, up to CONTENDED_RETRIES times.
+# (Another context's time slice on an H100 is ~2 ms; a batch's fixed cost varies by tens of us.)
+CONTENDED_SHARE, CONTENDED_MIN_S, CONTENDED_RETRIES, CONTENDED_PAUSE_S = 0.10, 200e-6, 5, 0.02
+STARTED_MAX_S = 0.05  # CPU used by processes the candidate started, while timed (5 clock ticks)
 
 
 @dataclass
 class Side:
-    ms: list[float] = field(default_factory=list)  # timed (event or CPU) ms per call
-    wall_ms: list[float] = field(default_factory=list)  # release to device-synchronized, per call
-    outside_ms: list[float] = field(default_factory=list)  # judge-measured wall of the release minus the timed ms
-    host_ms: list[float] = field(default_factory=list)  # the host's time to queue a call, while the GPU was held
-    queue_outside_ms: list[float] = field(default_factory=list)  # judge-measured wall of the queuing minus host_ms
-    project_ms: list[float] = field(default_factory=list)  # judge-measured wall of the output's projection
-    clock: str = ""  # the clock of the last sample
-    why: str | None = None  # why that clock, where it is not the first choice
+    ms: list[float] = field(default_factory=list)  # the judge's measure, per call
+    claimed_ms: list[float] = field(default_factory=list)  # the side's own events, per call (the candidate's claim)
+    host_ms: list[float] = field(default_factory=list)  # the side's own time to issue a call
+    figure: list[float] = field(default_factory=list)  # what the verdict uses, per call (Timer._after decides)
 
 
 @dataclass
@@ -90,424 +83,476 @@ class PairResult:
     sol: Side
     stop_reason: str
     clock: str
-    event_overhead_ms: float | None
-    rtt_ms: float
+    calls: int
+    fixed_ms: float
+    ref_fixed_ms: float
     baseline: Side | None = None
-    note: str | None = None
-    bound_note: str | None = None  # why the candidate's samples were refused
-    interference_note: str | None = None  # what the candidate ran beside the reference's samples
+    notes: list[str] = field(default_factory=list)
+    flags: set[Flag] = field(default_factory=set)
+    last_inputs: list = field(default_factory=list)
+    out_bytes: int = 0
+
+
+def empty_batches(judge: Judge, n: int = EMPTY_BATCHES) -> list[float]:
+    """Seconds of `n` empty batches, measured exactly as a batch is, each after the
+    judge has made inputs and run the reference once with the candidate stopped, as
+    it does between two of the candidate's timed batches: a process stopped while
+    the GPU moved gigabytes for another answers later, and the GPU switches to it
+    later (on an H200, 2026-11-26: ~0.5 ms more than empty batches back to back,
+    which a 3 ms call timed one per batch read as 16% slower)."""
+    limit = limits.for_other(judge.ref_call_s, "batch")
+    out = []
+    for _ in range(n):
+        if judge.device.type == "cuda":  # on the CPU the measure is CPU time: waiting costs none
+            judge.run_reference_once()
+        out.append(measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0])
+    return out
+
+
+def measure_candidate(judge: Judge, msg: dict, limit: limits.Limit) -> tuple[float, dict]:
+    """The judge's measure of one request to the candidate. On a GPU its wall time,
+    from before the candidate is continued to after its reply with its GPU work
+    drained; GPU work it managed to queue between its reply and its stop is waited
+    for and added. On the CPU the CPU time the candidate's processes used (their
+    CPU clocks, read while they are stopped): on a host shared with other work,
+    wall time measures the other work too."""
+    if judge.device.type != "cuda":
+        freezer = judge.remote.freezer
+        cpu0 = freezer.cpu_seconds()
+        reply, _ = judge.ask(msg, when="while being timed", limit=limit)
+        judge.remote.wait_stopped()
+        return freezer.cpu_seconds() - cpu0, reply
+    t0 = _perf()
+    reply, _ = judge.ask(msg, when="while being timed", limit=limit, spin=True)
+    t_reply = _perf()
+    judge.drain.wait()
+    seconds = _perf() - t0
+    judge.remote.wait_stopped()
+    late = judge.drain.wait()
+    if TRACE:
+        print(f"[kbench trace] candidate n={msg.get('n')}: reply {(t_reply - t0) * 1e6:.0f} us, drain "
+              f"{(t0 + seconds - t_reply) * 1e6:.0f} us, late {late * 1e6:.0f} us, its events {reply.get('ms')}, "
+              f"its own trace (before run, run+sync, after) {reply.get('trace_us')} us",
+              flush=True)
+    return seconds + late, reply
 
 
 class Timer:
-    """Interleaved, bounded timing of one task's two sides."""
+    """Interleaved batches of the two sides, each on the judge's clock."""
 
-    def __init__(self, judge: Judge, cfg: timer.TimingConfig, baseline: Callable | None = None):
+    def __init__(self, judge: Judge, cfg, baseline: Callable | None = None):
         self.j, self.cfg = judge, cfg
-        self.remote = judge.remote
-        self.clock = timer.make_clock(judge.device)
-        self.seed = judge.spec["seed"] + 500
+        self.cuda = judge.device.type == "cuda"
         self.baseline = baseline
-        self.last_inputs: list = []
-        # The projection's weights: drawn by the judge per task, unknown before it starts.
-        self.fp_seed = int.from_bytes(os.urandom(4), "little")
-        self.busy_s = self.ref_wall_s = 0.0  # the candidate's own CPU while the reference was timed, and that time
-        self.calls_per_sample = 1  # a graph replay's calls share one sample's overhead
+        self.seed = judge.spec["seed"] + 500_000
+        self.rng = random.Random()  # which calls are compared in full: picked after they ran
+        self.result = PairResult(Side(), Side(), "max_samples", "cuda_burst" if self.cuda else "cpu_clock", 1, 0.0, 0.0,
+                                 Side() if baseline else None)
+        self.graphs: tuple[batches.Graph, Any] | None = None  # (the reference's graph, the capture's reply)
+        self.ref_eager: batches.Eager | None = None
+        self.locator = Locator(judge.device)
 
-    # -- one sample per side ---------------------------------------------------
-    def fresh(self) -> list:
+    # -- fixed costs ------------------------------------------------------------
+    def _fixed_costs(self) -> None:
+        post = stats.median(empty_batches(self.j))
+        pre = stats.median(self.j.pre_fixed_s) if self.j.pre_fixed_s else post
+        self.fixed_s = min(pre, post)
+        self.fixed_parts = (pre, post)
+        empty = batches.Eager(self.j.forward_reference, [])
+        self.ref_fixed_s = stats.median([self._measure_reference(empty, 0)[0] for _ in range(EMPTY_BATCHES)])
+        self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
+
+    def _measure_reference(self, batch, n: int, log: batches.Log | None = None) -> tuple[float, float | None, float]:
+        """(seconds, its events in ms, its host ms) of one reference batch, measured as the
+        candidate's are: wall time ended with a drained GPU, or on the CPU this process's CPU time."""
+        clock = _perf if self.cuda else time.process_time
+        t0 = clock()
+        ms, host_ms = batches.run_timed(batch, n, self.j.device, log)
+        if self.cuda:
+            self.j.drain.wait()
+        return clock() - t0, ms, host_ms
+
+    # -- inputs -----------------------------------------------------------------
+    def _bind(self, n: int) -> None:
+        """Lend n copies of the inputs, stacked: for each input a tensor [n, ...] (or
+        the plain value, the same for every call)."""
+        self.j.reader.release()
+        self.stacked = self.copies = None
+        first = self.j.make_inputs(self._next_seed())
+        stacked = [self.j.shared.alloc((n, *x.shape), x.dtype) if isinstance(x, torch.Tensor) else x for x in first]
+        self.stacked, self.n = stacked, n
+        self.copies = [[s[i] if isinstance(s, torch.Tensor) else s for s in stacked] for i in range(n)]
+        fds: list[int] = []
+        self.j.ask({"op": "bind", "n": n, "stacked": channel.encode(stacked, fds)}, fds)
+        self.limit = self.j.call_limit(self.copies[0], "a timed batch", calls=n)
+
+    def _next_seed(self) -> int:
         self.seed += 1
-        self.last_inputs = []  # one set of the judge's inputs alive at a time (6.4 GB for the softmax)
-        return self.j.make_inputs(self.seed)
+        return self.seed
 
-    def ref_sample(self, inputs: list, fp_seed: int, side: Side, fn: Callable | None = None) -> list:
-        """One reference call (or the baseline's, `fn`), queued then released as a
-        candidate's is, added to `side`; its projection."""
-        fn = fn or self.j.call_reference
-        holder: list = []
-        return self._reference_turn(lambda: self._timed_here(
-            lambda: self.clock.queue(lambda: holder.append(fn(inputs))), self.clock.finish,
-            lambda: fingerprint.project(holder[-1], fp_seed, trusted=True), side))
-
-    def _reference_turn(self, sample: Callable[[], Any]) -> Any:
-        """A reference sample, and on the CPU clock the CPU time the candidate's
-        process used meanwhile (on a GPU it is not read: see INTERFERENCE_SHARE)."""
-        threads = isinstance(self.clock, timer.CpuClock)
-        pid = self.remote.proc.pid
-        cpu, t0 = sandbox.cpu_seconds(pid) if threads else 0.0, _perf()
-        out = sample()
-        self.ref_wall_s += _perf() - t0
-        if threads:
-            self.busy_s += sandbox.cpu_seconds(pid) - cpu
-        return out
-
-    def _interference(self, started_s: float) -> str | None:
-        """Why what the candidate ran beside the reference's samples is refused, or None."""
-        busy = self.busy_s + started_s
-        if busy > max(INTERFERENCE_MIN_S, INTERFERENCE_SHARE * self.ref_wall_s):
-            return (f"the solution's threads and processes used {busy:.2f} s of CPU beside the reference's "
-                    f"{self.ref_wall_s:.2f} s of timed samples ({started_s:.2f} s in processes it started): "
-                    "they compete with the reference for the host")
-        return None
-
-    def _timed_here(self, queue: Callable, finish: Callable, project: Callable, side: Side, calls: int = 1) -> Any:
-        """A sample in this process, its two halves timed as sol_sample times the
-        candidate's two requests (per call of a replay of `calls`); the projection."""
-        t0 = _perf()
-        queue()
-        t1 = _perf()
-        s = finish()
-        t2 = _perf()
-        fp = project()
-        t3 = _perf()
-        _add(side, s, (t2 - t1) * 1e3 / calls, (t1 - t0) * 1e3 / calls, (t3 - t2) * 1e3 / calls, self.clock.why)
-        return fp
-
-    def sol_sample(self, fp_seed: int, side: Side, graph: bool = False, calls: int = 1) -> Any:
-        """One candidate sample in two requests, each timed here: the queuing (its
-        host's dispatch behind a held stream) and the release (the device's work).
-        Its projection(s)."""
-        self.j.ask({"op": "graph_sample" if graph else "sample"}, when="while being timed", limit=self.sample_limit)
-        queued_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
-        if self.sample_limit.first:  # the timing inputs' shape was new; it is not any more
-            self.sample_limit = self.release_limit = self.j.call_limit(self.lent, "a timed call")
-        reply, _ = self.j.ask({"op": "release"}, when="while being timed", limit=self.release_limit)
-        released_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
-        s = _sample(reply)
-        if reply.get("threads"):
-            self.j.flags.add(Flag.UNTIMED_WORK)
-        why = reply.get("why") if isinstance(reply.get("why"), str) else None
-        # The projection is its own request: the call's bound then holds the call alone
-        # (a projection's cost varies with the output's layout, a call's overhead does not).
-        projected, _ = self.j.ask({"op": "project", "fp_seed": fp_seed}, when="while being timed", limit=self.release_limit)
-        projected_ms = self.remote.last_wall_s * 1e3 - self.rtt_ms
-        _add(side, s, released_ms / calls, queued_ms / calls, projected_ms / calls, why and why[:300])
-        if projected.get("fp") is None and isinstance(projected.get("why"), str):
-            raise TaskFailed(Status.INCORRECT, f"output of a timed call: {projected['why'][:300]}")
-        return projected.get("fp")
-
-    def write_lent(self, values: list) -> None:
-        for buf, v in zip(self.lent, values):
-            if isinstance(buf, torch.Tensor):
-                buf.copy_(v)
-        self.j.sync()
-
-    # -- the loop --------------------------------------------------------------
-    def run(self) -> PairResult:
-        j = self.j
-        first = self.fresh()
-        self.lent = j.shared.lend(first)
-        fds: list[int] = []
-        j.ask({"op": "bind", "copies": channel.encode([self.lent], fds, [], by_copy=False)}, fds)
-        del first  # the lent copy holds its values; one 6.4 GB softmax input is enough
-        self.sample_limit = j.call_limit(self.lent, "a timed call")
-        # A release may time the call again around a synchronize (a side that syncs inside).
-        self.release_limit = self.sample_limit
-        self.rtt_ms = self._rtt()
-        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid)
-        overhead = self.clock.empty_pair_ms()
-        warm_ref, warm_sol = self._warm_up()
-        clock_name, note = self.clock.name, None  # after the warm-up: a side that syncs inside has found out
-        sampler = self._pair_events
-        if self._wants_graphs(warm_ref, warm_sol):
-            try:
-                sampler, overhead, clock_name, note = self._replays(stats.median(warm_ref), stats.median(warm_sol))
-            except graph_clock_unavailable as e:
-                note = f"timed with events, not CUDA graphs: {e}"
-        ref, sol = Side(), Side()
-        base = Side() if self.baseline else None
-        deadline = _perf() + self.cfg.budget_s
-        stop = "max_samples"
-        gc.collect()
-        gc.disable()  # a collection inside a timed call would be charged to that call
-        try:
-            while len(sol.ms) < self.cfg.max_samples:
-                for _ in range(self.cfg.block):
-                    sampler(ref, sol, base)
-                if len(sol.ms) >= self.cfg.min_samples:
-                    sides = [ref, sol] + ([base] if base else [])
-                    if all(stats.relative_ci_halfwidth(s.ms) <= self.cfg.target_rel_ci for s in sides):
-                        stop = "converged"
-                        break
-                    if _perf() > deadline:
-                        stop = "budget"
-                        break
-        finally:
-            gc.enable()
-        if clock_name == graph_clock.NAME:
-            # A graph replay's host time is one launch (a burst's is its calls'); the host time that matters is an
-            # eager call's, from the warm-up (its first call is never held).
-            ref.host_ms, sol.host_ms = self.warm[0].host_ms[1:], self.warm[1].host_ms[1:]
-        result = PairResult(ref, sol, stop, clock_name, overhead, self.rtt_ms, base, note)
-        started_s = sandbox.started_by(os.getpid(), self.remote.proc.pid) - started_s
-        cpu = clock_name == "cpu_clock"
-        result.interference_note = self._interference(started_s)
-        result.bound_note = bound_violation(ref, sol, ALLOWANCE_FRACTION_CPU if cpu else ALLOWANCE_FRACTION,
-                                            self.calls_per_sample, CALL_MIN_CPU_MS if cpu else None,
-                                            QUEUE_MIN_SHARE_CPU if cpu else None)
-        q = lambda xs: f"{stats.quantile(xs, 0.25):.4f}/{stats.median(xs):.4f}"  # noqa: E731
-        print(f"[kbench] per-call ms outside the timed region (lower quartile/median), reference vs solution: "
-              f"release {q(ref.outside_ms)} vs {q(sol.outside_ms)}; queuing {q(ref.queue_outside_ms)} vs "
-              f"{q(sol.queue_outside_ms)}; projection {q(ref.project_ms)} vs {q(sol.project_ms)} "
-              f"(empty request {self.rtt_ms:.4f}); CPU s beside the reference's {self.ref_wall_s:.3f} s: the "
-              f"candidate's {self.busy_s:.3f}, its processes' {started_s:.3f}", flush=True)
-        return result
-
-    def _rtt(self) -> float:
-        walls = []
-        for _ in range(20):
-            self.j.ask({"op": "ping"})
-            walls.append(self.remote.last_wall_s * 1e3)
-        return stats.median(walls)
-
-    def _pair_events(self, ref: Side, sol: Side, base: Side | None) -> None:
-        # The judge's GPU work (fresh inputs) comes right before the candidate's
-        # sample, and the candidate's right before the reference's: each side's
-        # measured wall time pays one switch between the two processes' GPU
-        # contexts (a few hundred us on an H100), so the overheads compare.
-        inputs = self.fresh()
-        self.write_lent(inputs)
-        s_fp = self.sol_sample(self.fp_seed, sol)
-        r_fp = self.ref_sample(inputs, self.fp_seed, ref)
-        self._check_fp(s_fp, r_fp)
-        if len(sol.ms) % MUTATION_EVERY == 0 and not check.same_inputs(self.lent, inputs):
-            self.j.flags.add(Flag.INPUT_MUTATION)
-        if base is not None:
-            self.ref_sample(inputs, self.fp_seed, base, self.baseline)
-        self.last_inputs = inputs
-
-    def _check_fp(self, sol_fp: Any, ref_fp: list) -> None:
-        why = fingerprint.mismatch(sol_fp, ref_fp, self.j.timed_bound())
-        if why:
-            raise TaskFailed(Status.INCORRECT, f"output of a timed call does not match the reference's ({why})")
-
-    def _warm_up(self) -> tuple[list[float], list[float]]:
-        """At least 3 calls and warmup_s of them per side: the first calls may
-        autotune, allocate or load modules. Timed ms of the calls after the first."""
-        ref, sol = Side(), Side()
-        t0 = _perf()
-        while len(sol.ms) < 3 or (_perf() - t0 < 2 * self.cfg.warmup_s and len(sol.ms) < 1000):
-            self._pair_events(ref, sol, None)
-        self.warm = (ref, sol)
-        return ref.ms[1:], sol.ms[1:]
-
-    def _wants_graphs(self, warm_ref: list[float], warm_sol: list[float]) -> bool:
-        return wants_graphs(self.cfg, self.clock, warm_ref + [self._ref_burst_ms()], warm_sol)
-
-    def _ref_burst_ms(self) -> float:
-        """The reference's mean call over 10 back to back in one event pair. Samples
-        that alternate between the two processes can carry the GPU's switch between
-        their contexts (tens of us, seen on an H100), which would hide a microsecond call."""
-        if not isinstance(self.clock, timer.CudaClock) or not self.last_inputs:
-            return float("inf")
-        inputs = self.last_inputs
-
-        def burst():
-            for _ in range(10):  # each output dropped at once: ten 6.4 GB softmax outputs do not fit
-                self.j.call_reference(inputs)
-
-        ms, _ = self.clock.sample(burst)
-        return ms / 10
-
-    # -- graphs, or bursts where a graph is not valid ---------------------------
-    def _replays(self, ref_ms: float, sol_ms: float):
-        """Both sides' calls `plan.calls` at a time in one event pair: captured in CUDA
-        graphs, or where either side's graph is not valid (a launch on the legacy
-        default stream is missing from it, say), run eagerly back to back in bursts.
-        Returns the pair sampler, the event pair's cost per call, the clock's name
-        and a note (why bursts), or raises graph_clock_unavailable (plain events)."""
-        flush = self.clock.flush_buf.numel() * self.clock.flush_buf.element_size()
-        inputs = self.last_inputs or self.fresh()
-        out = self.j.call_reference(inputs)
-        moved, out_bytes = shapes.nbytes(inputs) + shapes.nbytes(out), shapes.nbytes(out)
-        plan = graph_clock.plan(min(ref_ms, sol_ms), moved, out_bytes, flush, auto=self.cfg.mode == "auto")
-        if plan is None:
-            raise graph_clock_unavailable("each call moves more than twice the L2 size")
-        ref_copies = [check.clone_inputs(inputs) for _ in range(plan.copies)]
-        sol_copies = [self.j.shared.lend(inputs) for _ in range(plan.copies)]
-        fds: list[int] = []
-        self.j.ask({"op": "bind", "copies": channel.encode(sol_copies, fds, [], by_copy=False)}, fds)
-        self.lent = sol_copies[0]  # what the candidate's plain samples read from now on, graphs or not
-        try:
-            return (*self._replayed(graph_clock.GraphSampler, plan, ref_copies, sol_copies), graph_clock.NAME, None)
-        except graph_clock_unavailable as e:
-            why = str(e)
-        burst = replace(plan, calls=min(plan.calls, graph_clock.BURST_CALLS))
-        pair, overhead = self._replayed(graph_clock.BurstSampler, burst, ref_copies, sol_copies)
-        return (pair, overhead, graph_clock.BURST_NAME,
-                f"timed in bursts of {burst.calls} eager calls, not CUDA graphs: {why}")
-
-    def _replayed(self, kind: type, plan: graph_clock.Plan, ref_copies: list[list], sol_copies: list[list]):
-        eager = kind is graph_clock.BurstSampler
-        what = f"a burst of {plan.calls} eager calls" if eager else f"a CUDA graph replay of {plan.calls} calls"
-        try:
-            ref_replay = kind(self.j.forward_reference, ref_copies, self.clock, plan.calls, plan.keep_all)
-        except Exception as e:  # noqa: BLE001 - a capture may fail: not the problem's bug
-            graph_clock.settle(self.clock)
-            raise graph_clock_unavailable(f"the reference cannot be captured: {str(e).splitlines()[0][:200]}") from None
-        # A capture may take new paths (capture-safe allocation, cuBLAS workspaces): room as for a first call.
-        capture = self.j.call_limit(None, f"capturing {plan.calls} calls in a CUDA graph" if not eager else what,
-                                    plan.calls, first=True)
-        replay = self.j.call_limit(None, what, plan.calls)
-        reply, _ = self.j.ask({"op": "graph_capture", "calls": plan.calls, "keep_all": plan.keep_all, "eager": eager},
-                              limit=capture)
-        if not reply.get("ok"):
-            raise graph_clock_unavailable(str(reply.get("message"))[:300])
-        self._validate_graphs(ref_replay, ref_copies, sol_copies, replay, "burst" if eager else "graph")
-        self.calls_per_sample = plan.calls
-        self.sample_limit = self.release_limit = replay
-
-        def pair(ref: Side, sol: Side, base: Side | None) -> None:
-            self._refresh(ref_copies, sol_copies)  # as in _pair_events: candidate first, then reference
-            s_fp = self.sol_sample(self.fp_seed, sol, graph=True, calls=plan.calls)
-            project = lambda: fingerprint.project_many(ref_replay.outputs(), self.fp_seed, trusted=True)  # noqa: E731
-            r_fp = self._reference_turn(lambda: self._timed_here(ref_replay.queue, ref_replay.finish, project, ref,
-                                                                 plan.calls))
-            if not isinstance(s_fp, list) or len(s_fp) != len(r_fp):
-                raise TaskFailed(Status.INCORRECT, "the candidate's replay returned no projection for its timed calls")
-            for a, b in zip(s_fp, r_fp):
-                self._check_fp(a, b)
-
-        # An empty event pair's cost is shared by the calls of a replay.
-        return pair, self.clock.empty_pair_ms() / plan.calls
-
-    def _refresh(self, ref_copies: list[list], sol_copies: list[list]) -> list[int]:
-        """Fresh values into every copy, the same on both sides; returns the seeds."""
+    def _refresh(self, n: int) -> list[int]:
+        """Fresh values into the first n copies (the same copies both sides read); their seeds."""
         seeds = []
-        for rc, sc in zip(ref_copies, sol_copies):
-            values = self.fresh()
-            seeds.append(self.seed)
-            for a, b, v in zip(rc, sc, values):
-                if isinstance(a, torch.Tensor):
-                    a.copy_(v)
-                    b.copy_(v)
+        for i in range(n):
+            seeds.append(self._next_seed())
+            values = self.j.make_inputs(seeds[-1])
+            for s, v in zip(self.stacked, values):
+                if isinstance(s, torch.Tensor):
+                    if not isinstance(v, torch.Tensor) or v.shape != s.shape[1:] or v.dtype != s.dtype:
+                        raise TaskFailed(Status.PROBLEM_ERROR,
+                                         f"problem file {self.j.spec['problem_path']}: get_inputs() returns inputs of "
+                                         "another shape or dtype for another seed; timing needs the same each time")
+                    s[i].copy_(v)
         self.j.sync()
         return seeds
 
-    def _validate_graphs(self, ref_graph, ref_copies: list[list], sol_copies: list[list], limit,
-                         what: str = "graph") -> None:
-        """Replay both graphs on fresh inputs and compare the candidate's last output
-        with the eager reference on the inputs it read: a graph that misses work
-        (host code, a launch on the legacy default stream, an unjoined stream, a
-        capture-aware solution) is not timed. Bursts are checked the same way."""
-        self._refresh(ref_copies, sol_copies)
-        ref_graph.replay()
-        reply, blobs = self.j.ask({"op": "graph_replay", "fp_seed": self.fp_seed}, limit=limit)
-        sol_out = self.remote.output(reply, blobs, self.j.device)
-        last_copy = ref_copies[(ref_graph.calls - 1) % len(ref_copies)]
-        expected = self.j.call_reference(check.clone_inputs(last_copy))
-        for name, got in (("reference", ref_graph.outputs()[-1]), ("solution", sol_out)):
-            try:
-                check.compare_outputs(got, expected, None, l2_bound=self.j.timed_bound())
-            except check.Mismatch as e:
-                raise graph_clock_unavailable(f"the {what} does not recompute the output from new inputs: {name}: {e}") from None
-        # Then every kept output, by projection: one output buffer returned by every call
-        # leaves the earlier calls' outputs overwritten, which eager calls checked one
-        # at a time never show. Such a solution is timed one call at a time.
-        theirs, ours = reply.get("fp"), fingerprint.project_many(ref_graph.outputs(), self.fp_seed, trusted=True)
-        if not isinstance(theirs, list) or len(theirs) != len(ours):
-            raise graph_clock_unavailable(f"the {what}'s replay returned no projection of its outputs")
-        for i, (a, b) in enumerate(zip(theirs, ours)):
-            why = fingerprint.mismatch(a, b, self.j.timed_bound())
-            if why:
-                raise graph_clock_unavailable(f"the {what}'s output of call {i + 1} of {len(ours)} was changed by a "
-                                              f"later call (one output buffer for every call?): {why}")
+    def _flush(self) -> None:
+        """Caches cold before each batch, by the judge: the same for both sides."""
+        self.j.flush_caches()
+
+    # -- one pair ---------------------------------------------------------------
+    def _pair(self, n: int, graph: bool, keep: bool = True) -> "Pair":
+        """One batch of each side on the same fresh values, the reference first (it
+        reads values the candidate has not been lent yet, so nothing the candidate
+        writes into them reaches it), each output compared. Nothing is kept here."""
+        seeds = self._refresh(n)
+        # The candidate's bookkeeping per call, done here too (and thrown away), with a
+        # batch kept from one pair to the next as the candidate keeps its: each batch frees
+        # the last one's outputs as it starts, on both sides.
+        log = batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
+        if graph:
+            ref_batch = self.graphs[0]
+        else:
+            if self.ref_eager is None or self.ref_eager.copies is not self.copies:
+                self.ref_eager = batches.Eager(self.j.call_reference, self.copies)
+            ref_batch = self.ref_eager
+        ref = self._reference_batch(ref_batch, n, None if graph else log, keep)
+        base = None
+        if self.baseline is not None:
+            self._flush()
+            base = self._measure_reference(batches.Eager(self.baseline, self.copies), n)
+        self._flush()
+        sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
+        self.j.note_threads(reply)
+        outs = self.graph_outs if graph else self._read_calls(reply, n)
+        self._compare(outs, ref_batch.outs, n)
+        self.checked += 1
+        if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.j.make_inputs(seeds[0])):
+            self.j.flags.add(Flag.INPUT_MUTATION)
+        self.result.last_inputs = self.copies[n - 1]
+        sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
+        return Pair(n, ref, sol, base, outs)
+
+    def _keep(self, p: "Pair", into: "PairResult | None" = None) -> None:
+        r = into or self.result
+        _add(r.ref, (p.ref[0] - self.ref_fixed_s) / p.n, p.ref[1], p.ref[2], p.n)
+        _add(r.sol, (p.sol[0] - self.fixed_s) / p.n, p.sol[1], p.sol[2], p.n)
+        if p.base is not None and r.baseline is not None:
+            _add(r.baseline, (p.base[0] - self.ref_fixed_s) / p.n, p.base[1], p.base[2], p.n)
+
+    def _reference_batch(self, batch, n: int, log: batches.Log | None, keep: bool) -> tuple:
+        """A reference batch, measured again (after a pause that grows) where other work on
+        the GPU slowed it: another process's time slices show in the wall time, not in the
+        batch's own events. Still slowed after the last try, a kept batch flags the task."""
+        for attempt in range(CONTENDED_RETRIES + 1):
+            self._flush()
+            seconds, events, host = self._measure_reference(batch, n, log)
+            if TRACE:
+                print(f"[kbench trace] reference n={n}: {seconds * 1e6:.0f} us, its events {events}", flush=True)
+            if events is None:
+                return seconds, events, host
+            excess = seconds - self.ref_fixed_s - events / 1e3
+            if excess <= max(CONTENDED_SHARE * events / 1e3, CONTENDED_MIN_S):
+                return seconds, events, host
+            if attempt < CONTENDED_RETRIES:
+                time.sleep(CONTENDED_PAUSE_S * 2 ** attempt)
+        if keep:
+            self.result.flags.add(Flag.CONTENDED)
+            note = (f"the reference's batches met other work on the GPU: a batch of {n} took {seconds * 1e3:.3f} ms "
+                    f"(fixed cost {self.ref_fixed_s * 1e3:.3f} ms) against {events:.3f} ms on its own events, "
+                    f"{CONTENDED_RETRIES + 1} tries over {CONTENDED_PAUSE_S * 2 ** CONTENDED_RETRIES:.1f} s")
+            if not any(n_.startswith("the reference's batches met") for n_ in self.result.notes):
+                self.result.notes.append(note)
+        return seconds, events, host
+
+    def _read_calls(self, reply: dict, n: int) -> list:
+        """The candidate's n outputs, read from its memory. Outputs of different calls
+        that share memory are refused (only the last call's would be there to read)."""
+        first, ats, odd = reply.get("first"), reply.get("ats"), reply.get("odd") or {}
+        if not isinstance(ats, list) or len(ats) != n or not isinstance(odd, dict):
+            raise TaskFailed(Status.CRASHED, "the candidate described its batch's outputs wrongly")
+        self.j.quiesce()
+        outs = []
+        for i in range(n):
+            desc = odd.get(str(i)) or (first if i == 0 else _with_locations(first, ats[i]))
+            outs.append(self.j.read({"out": desc, "segs": reply.get("segs")}, settled=True))
+        if n > 1:
+            _refuse_shared_memory(outs)
+        return outs
+
+    def _compare(self, sol_outs: list, ref_outs: list, n: int) -> None:
+        """Every call's output against the reference's on the same values (relative L2),
+        and one call, picked now, in full."""
+        bound = self.j.timed_bound()
+        errors = check.batch_rel_l2(sol_outs, ref_outs)
+        for i, err in enumerate(errors):
+            if not err <= bound:  # NaN fails
+                self._full(sol_outs[i], ref_outs[i], i, n, bound)  # the full comparison says why (or passes NaN twins)
+        pick = self.rng.randrange(n)
+        self._full(sol_outs[pick], ref_outs[pick], pick, n, bound)
+
+    def _full(self, sol: Any, ref: Any, i: int, n: int, bound: float) -> None:
+        try:
+            check.compare_outputs(sol, ref, None, l2_bound=bound)
+        except check.Mismatch as e:
+            which = f"call {i + 1} of a timed batch of {n}" if n > 1 else "a timed call"
+            raise TaskFailed(Status.INCORRECT, f"output of {which} does not match the reference's: {e}") from None
+
+    # -- planning -----------------------------------------------------------------
+    def _plan(self, fast_s: float, slow_s: float) -> int:
+        """Calls per batch: the faster side's batch long enough for its fixed cost to be
+        FIXED_SHARE of it, the slower side's no longer than MAX_BATCH_S, within memory."""
+        target = max(TARGET_S[self.j.device.type], max(self.fixed_s, self.ref_fixed_s) / FIXED_SHARE)
+        n = math.ceil(target / max(fast_s, 1e-7))
+        n = max(1, min(MAX_CALLS, n, math.floor(MAX_BATCH_S / max(slow_s, 1e-7))))
+        per_copy = shapes.nbytes(self.copies[0]) + 2 * max(self.out_bytes, 1)
+        if self.cuda:
+            free, _total = torch.cuda.mem_get_info(self.j.device)
+            n = min(n, max(1, int(MEMORY_SHARE * free // per_copy)))
+        else:
+            n = min(n, max(1, (1 << 30) // per_copy))
+        return n
+
+    def _try_graphs(self, n: int, replanned: bool = False) -> tuple[int, str | None]:
+        """Capture n calls in a graph on both sides and check that the candidate's graph
+        recomputes its outputs from new inputs: (calls a batch, None) when it does, else
+        (n, why not). n came from eager calls; a replay is faster, so once its time is
+        known, n is planned again (and the graphs captured again) where that adds calls."""
+        try:
+            ref_graph = batches.Graph(self.j.forward_reference, self.copies, n)
+        except Exception as e:  # noqa: BLE001 - a reference may not be capturable: not the problem's bug
+            _settle(self.j.device)
+            return n, f"the reference cannot be captured: {str(e).splitlines()[0][:200]}"
+        limit = self.j.call_limit(None, f"capturing {n} calls in a CUDA graph", n, first=True)
+        reply, _ = self.j.ask({"op": "capture", "n": n}, limit=limit)
+        if not reply.get("ok"):
+            return n, str(reply.get("message"))[:300]
+        try:
+            self.graph_outs = self._read_calls(reply, n)  # static: the same memory at every replay
+            self.graphs = (ref_graph, reply)
+            p = self._pair(n, graph=True, keep=False)
+        except TaskFailed as e:
+            if e.status is not Status.INCORRECT:
+                raise
+            self.graphs = None
+            return n, f"the graph does not recompute the output from new inputs ({e.message[:200]})"
+        per_call = sorted(((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n))
+        again = self._plan(max(per_call[0], 1e-7), max(per_call[1], 1e-7))
+        if not replanned and again > 1.5 * n:
+            self.graphs = self.graph_outs = None
+            self._bind(again)
+            return self._try_graphs(again, replanned=True)
+        return n, None
+
+    # -- the run --------------------------------------------------------------------
+    def run(self) -> PairResult:
+        r = self.result
+        started = sandbox.started_by(os.getpid(), self.j.remote.proc.pid)
+        self._fixed_costs()
+        self.checked = 0
+        self._bind(1)
+        gc.collect()
+        gc.disable()  # a collection inside a batch would be charged to it
+        try:
+            # Warm-up: single calls until the candidate has run 3 and warmup_s has passed
+            # (first calls may autotune, allocate, load modules); not kept.
+            self.warm = PairResult(Side(), Side(), "", r.clock, 1, 0.0, 0.0)
+            t0 = _perf()
+            while len(self.warm.sol.ms) < 3 or (_perf() - t0 < 2 * self.cfg.warmup_s and len(self.warm.sol.ms) < 1000):
+                p = self._pair(1, graph=False, keep=False)
+                self._keep(p, self.warm)
+                self.out_bytes = r.out_bytes = shapes.nbytes(p.outs[0])
+            per_call = self._per_call_estimate()
+            n, graph = self._plan(min(per_call), max(per_call)), False
+            if n > 1:
+                self._bind(n)
+                wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode == "auto" and
+                                                                    min(per_call) * 1e3 < self.cfg.graph_below_ms))
+                n, why = self._try_graphs(n) if wants else (n, None)
+                graph = wants and why is None
+                if why:
+                    r.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
+                if not graph:
+                    n = self._eager_calls(n)
+            r.calls, r.clock = n, ("cuda_graph" if graph else "cuda_burst") if self.cuda else "cpu_clock"
+            self._sample(n, graph)
+        finally:
+            gc.enable()
+        self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
+        us = lambda xs: "/".join(f"{x * 1e3:.1f}" for x in xs)  # noqa: E731 - ms to us
+        print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}); fixed "
+              f"cost us: candidate {self.fixed_s * 1e6:.0f} (before/after import {us(self.fixed_parts)}), reference "
+              f"{self.ref_fixed_s * 1e6:.0f}; warm-up us per call: reference "
+              f"{stats.median(self.warm.ref.ms[1:]) * 1e3:.1f}, solution {stats.median(self.warm.sol.ms[1:]) * 1e3:.1f}; "
+              f"medians us: reference {stats.median(r.ref.ms) * 1e3:.2f}, solution {stats.median(r.sol.ms) * 1e3:.2f}, "
+              f"its own events {stats.median(r.sol.claimed_ms) * 1e3 if r.sol.claimed_ms else float('nan'):.2f}",
+              flush=True)
+        return r
+
+    def _per_call_estimate(self) -> list[float]:
+        """Seconds per call of each side, for planning: the growth of a batch's time from
+        1 call to WARM_CALLS, so that whatever a batch costs beyond its calls (which a
+        single call's time is mostly, for calls of microseconds) does not count."""
+        one = [stats.median(s.ms[1:]) / 1e3 for s in (self.warm.ref, self.warm.sol)]
+        n = min(WARM_CALLS, self._plan(min(one), max(one)))
+        if n < 2:
+            return one
+        self._bind(n)
+        try:
+            p = self._pair(n, graph=False, keep=False)
+        except _SharedMemory:
+            return one  # one output buffer for every call: _eager_calls finds it again, and says so
+        whole = [p.ref[0] - self.ref_fixed_s, p.sol[0] - self.fixed_s]  # the batch of n calls, s
+        return [max((t - o) / (n - 1), 1e-7) for t, o in zip(whole, one)]
+
+    def _eager_calls(self, n: int) -> int:
+        """n, or 1 where the candidate's calls share their output memory (the outputs
+        of the calls before the last cannot be read: only one call per batch can be
+        checked, so only one per batch is timed)."""
+        try:
+            self._pair(n, graph=False, keep=False)
+        except _SharedMemory as e:
+            self.result.notes.append(f"timed one call per batch: {e.message}")
+            self._bind(1)
+            return 1
+        return n
+
+    def _sample(self, n: int, graph: bool) -> None:
+        r = self.result
+        deadline = _perf() + self.cfg.budget_s
+        while len(r.sol.ms) < self.cfg.max_samples:
+            for _ in range(self.cfg.block):
+                self._keep(self._pair(n, graph))
+            if len(r.sol.ms) >= self.cfg.min_samples:
+                sides = [r.ref, r.sol] + ([r.baseline] if r.baseline else [])
+                if all(stats.relative_ci_halfwidth(s.ms) <= self.cfg.target_rel_ci for s in sides):
+                    r.stop_reason = "converged"
+                    return
+                if _perf() > deadline:
+                    r.stop_reason = "budget"
+                    return
+
+    def _after(self, started_s: float) -> None:
+        """Processes the candidate started that used the CPU while it was timed (an
+        honest solution starts none; they are frozen with it, but what ran and ended
+        inside a batch is not in its measure on the CPU); and which figures stand.
+
+        The judge's wall clock around a batch bounds each side's time; within a batch,
+        CUDA events time the device's work more finely (the judge's measure carries the
+        wake-up of a process stopped for the other side's turn and the GPU's switch to
+        its context, ~0.3-0.5 ms a batch on an H200 that calibration does not quite
+        reproduce). So each side's figure is its events where they agree with the
+        judge's measure: the reference's own, the candidate's claim within CLAIM_SHARE
+        of the judge's measure plus CLAIM_BATCH_S a batch. A claim outside that is a
+        flag, and the judge's measure is the figure: a forged claim gains at most that."""
+        r, j = self.result, self.j
+        if started_s > STARTED_MAX_S:
+            r.flags.add(Flag.UNTIMED_WORK)
+            r.notes.append(f"processes the solution started used {started_s:.2f} s of CPU while it was timed")
+        j.ask({"op": "guard"})
+        r.ref.figure = r.ref.claimed_ms if len(r.ref.claimed_ms) == len(r.ref.ms) else r.ref.ms
+        r.sol.figure = r.sol.ms
+        if r.baseline is not None:
+            r.baseline.figure = (r.baseline.claimed_ms if len(r.baseline.claimed_ms) == len(r.baseline.ms)
+                                 else r.baseline.ms)
+        if not (self.cuda and r.sol.ms):
+            return
+        judged = stats.median(r.sol.ms)
+        claimed = stats.median(r.sol.claimed_ms) if len(r.sol.claimed_ms) == len(r.sol.ms) else None
+        allowed = CLAIM_SHARE * judged + CLAIM_BATCH_S * 1e3 / r.calls
+        if claimed is not None and claimed > 0 and abs(claimed - judged) <= allowed:
+            r.sol.figure = r.sol.claimed_ms
+            return
+        r.flags.add(Flag.TIMING_MISMATCH)
+        said = f"read {claimed:.4f} ms per call" if claimed is not None else "are missing or malformed"
+        r.notes.append(f"the candidate's own events {said} against the judge's {judged:.4f} ms (allowed "
+                       f"+-{allowed:.4f} ms): work outside its stream, or forged events; the judge's figure stands")
 
 
-def wants_graphs(cfg: timer.TimingConfig, clock, warm_ref: list[float], warm_sol: list[float]) -> bool:
-    """Graphs in graph mode, or in auto mode when either side's calls are
-    microseconds (the reference's fastest measure, which includes a burst of back
-    to back calls; the solution's lower quartile: a few slow calls on a busy host
-    must not hide a microsecond call); never on the CPU clock."""
-    if cfg.mode == "events" or not isinstance(clock, timer.CudaClock):
-        return False
-    quick = min(min(warm_ref), stats.quantile(warm_sol, 0.25))
-    return cfg.mode == "graph" or quick < cfg.graph_below_ms
+@dataclass
+class Pair:
+    n: int
+    ref: tuple  # (seconds, own events ms, host ms)
+    sol: tuple
+    base: tuple | None
+    outs: list  # the candidate's outputs as read
 
 
-class graph_clock_unavailable(Exception):  # noqa: N801 - reads as what it says where raised
-    """Graph timing cannot be used for this task; the message says why."""
+class _SharedMemory(TaskFailed):
+    def __init__(self, message: str):
+        super().__init__(Status.INCORRECT, message)
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+def _refuse_shared_memory(outs: list) -> None:
+    """Raise _SharedMemory where the outputs of two calls overlap in memory."""
+    spans = []
+    for i, out in enumerate(outs):
+        for t in batches.leaves(out):
+            if isinstance(t, torch.Tensor) and t.numel():
+                start = t.data_ptr()
+                spans.append((start, start + _span(t), i))
+    spans.sort()
+    for (a0, a1, i), (b0, b1, k) in zip(spans, spans[1:]):
+        if b0 < a1 and i != k:
+            raise _SharedMemory(f"the outputs of calls {min(i, k) + 1} and {max(i, k) + 1} share memory (one output "
+                                "buffer for every call?)")
 
 
-def _sample(reply: dict) -> timer.Sample:
-    """A candidate's release reply as a sample; anything but numbers is a broken protocol.
-    The clock's name is the candidate's word, shown and never trusted: the bound
-    below holds whatever clock it names."""
-    ms, wall, host = reply.get("ms"), reply.get("wall_ms"), reply.get("host_ms")
-    if not (_number(ms) and _number(wall)) or not (host is None or _number(host)):
-        raise TaskFailed(Status.CRASHED, "the candidate sent a malformed sample")
-    clock = reply.get("clock") if isinstance(reply.get("clock"), str) else "?"
-    return timer.Sample(float(ms), float(wall), None if host is None else float(host), clock[:40])
+def _quietly(fn: Callable) -> Callable:
+    """The locator's work, for the reference's outputs: its answer is not needed, so
+    memory it cannot locate is not the judge's failure."""
+    def run(x):
+        try:
+            return fn(x)
+        except Exception:  # noqa: BLE001
+            return None
+    return run
 
 
-def _add(side: Side, s: timer.Sample, released_ms: float, queued_ms: float, projected_ms: float,
-         why: str | None) -> None:
-    """One sample and the judge's wall times around its three parts."""
-    side.ms.append(s.ms)
-    side.wall_ms.append(s.wall_ms)
-    side.outside_ms.append(released_ms - s.ms)
-    host = s.host_ms or 0.0
-    side.host_ms.append(host)
-    side.queue_outside_ms.append(queued_ms - host)
-    side.project_ms.append(projected_ms)
-    side.clock, side.why = s.clock, why
+def _span(t: torch.Tensor) -> int:
+    return (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
-def bound_violation(ref: Side, sol: Side, fraction: float = ALLOWANCE_FRACTION, calls: int = 1,
-                    tight_calls_ms: float | None = None, min_queue_share: float | None = None) -> str | None:
-    """Why the candidate's samples cannot fit the wall time the judge measured, or None.
-    Each sample is three requests, all timed here: queuing (flush, synchronize,
-    the held stream, the host's dispatch), release (the device's work and a
-    synchronize) and projection. An honest candidate's time outside what it
-    reports in each is the judge's own (same clock code) give or take noise; a
-    forger's grows by what it hid. So device work can be moved out of the
-    reported device time only into the reported host time, which is shown.
-    Each part's allowance scales with the judge's whole overhead per sample (a
-    projection's cost varies with the output's layout, the queuing's with the
-    flush). The release holds nothing but the call and a reply: with
-    `tight_calls_ms` its allowance is that, or a quarter of the judge's own
-    release overhead, or three spreads, whichever is largest. With
-    `min_queue_share`, the candidate's queuing must take at least that share of
-    the judge's own: the queuing is mostly the cache flush, and a candidate that
-    skipped it would time its calls on warm caches."""
-    if not sol.outside_ms or not ref.outside_ms:
-        return None
-    if any(m < 0 for m in sol.ms) or any(h < 0 for h in sol.host_ms):
-        return "the candidate reported negative sample times"
-    if stats.median(sol.ms) <= 0:
-        return "the candidate reported calls that took no time at all"
-    low = lambda xs: stats.quantile(xs, 0.25) if xs else 0.0  # noqa: E731
-    # The judge's own overhead per sample, all parts: the relative allowance of the
-    # queuing and the projection scales with it (the CPU clock's flush is most of it,
-    # and the noise grows with it).
-    own_total = low(ref.outside_ms) + low(ref.queue_outside_ms) + low(ref.project_ms)
-    if min_queue_share is not None and ref.queue_outside_ms and sol.queue_outside_ms:
-        own, theirs = low(ref.queue_outside_ms), low(sol.queue_outside_ms)
-        if theirs < min_queue_share * own:
-            return (f"the candidate's queuing of calls took {theirs:.3f} ms per call against {own:.3f} ms for the "
-                    f"reference's, most of which is flushing the caches: its calls ran on caches it did not flush")
-    loose = (ALLOWANCE_MIN_MS, fraction * own_total)  # (floor per sample, relative) of every part by default
-    call_floor, call_relative = loose if tight_calls_ms is None else (tight_calls_ms,
-                                                                      ALLOWANCE_FRACTION * low(ref.outside_ms))
-    for what, own_s, their_s, floor, relative in (
-            ("calls", ref.outside_ms, sol.outside_ms, call_floor, call_relative),
-            ("queuing of calls", ref.queue_outside_ms, sol.queue_outside_ms, *loose),
-            ("projection of outputs", ref.project_ms, sol.project_ms, *loose)):
-        if not own_s or not their_s:
-            continue
-        # The lower quartile: a forger's hidden time is in every sample, a busy host's
-        # spikes are not.
-        own, theirs = low(own_s), low(their_s)
-        allowance = max(floor / calls, relative, ALLOWANCE_SPREADS * stats.iqr(own_s))
-        if theirs > own + allowance:
-            return (f"the candidate's samples leave {theirs:.3f} ms per call unaccounted in the wall time kbench "
-                    f"measured around the {what}, against {own:.3f} ms for the reference's (allowed {allowance:.3f} ms "
-                    f"more): its reported times are too short for the time its calls took")
-    allowance = max(ALLOWANCE_MIN_MS / calls, fraction * own_total)
-    if stats.median(sol.ms) > stats.median(sol.wall_ms) + allowance:
-        # a sample longer than the candidate's own wall: not a gain for it, but not data either
-        return "the candidate's sample times exceed its own wall times"
-    return None
+def _with_locations(first: Any, ats: Any) -> Any:
+    """The first call's description with each tensor's location replaced, in order."""
+    if not isinstance(ats, list):
+        raise TaskFailed(Status.CRASHED, "the candidate described its batch's outputs wrongly")
+    it = iter(ats)
+
+    def walk(d: Any) -> Any:
+        if isinstance(d, dict) and "items" in d and isinstance(d["items"], list):
+            return {**d, "items": [walk(x) for x in d["items"]]}
+        if isinstance(d, dict) and "at" in d and d.get("t") == "Tensor":
+            return {**d, "at": next(it, None)}
+        return d
+
+    return walk(first)
+
+
+def _add(side: Side, per_call_s: float, events_ms: float | None, host_ms: float | None, n: int) -> None:
+    side.ms.append(per_call_s * 1e3)
+    if events_ms is not None:
+        side.claimed_ms.append(events_ms / n)
+    if host_ms is not None:
+        side.host_ms.append(host_ms / n)
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _settle(device: torch.device) -> None:
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001 - a capture error is not sticky
+        pass

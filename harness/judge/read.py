@@ -1,0 +1,161 @@
+"""The judge reads the candidate's outputs itself, while the candidate is frozen.
+
+The candidate says where an output lies (locate.py); this module
+turns that into a tensor the judge holds: on a GPU a view of the candidate's
+allocator segment, mapped here over CUDA IPC (cuda_ipc.py), or of the judge's
+own lent buffer for an output written into a lent input; on the CPU a copy of
+the bytes read through /proc/<pid>/mem. No value the candidate computed is
+sent: what is read is what the memory holds after the call, so an output
+finished later (on request, by a thread, by a replay) is read unfinished.
+
+Every field is checked: shape, strides, dtype and the span they cover must
+fit inside the memory they name. A view is valid while the candidate is
+frozen; whoever keeps a value across the candidate's next request clones it.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from typing import Any, Callable
+
+import torch
+
+from .. import channel, cuda_ipc
+
+
+# Allocations mapped at once: a batch of large outputs can hold one each (the allocator
+# gives an allocation of over 10 MB a segment of its own).
+MAX_MAPS = 8192
+
+
+class OutputUnreadable(Exception):
+    """An output whose memory the judge cannot read, or whose description does not
+    fit that memory; the message says which."""
+
+
+def span_bytes(shape: list[int], stride: list[int], itemsize: int) -> int:
+    """Bytes from a tensor's first element to the end of its last one."""
+    if any(s == 0 for s in shape):
+        return 0
+    return (sum((s - 1) * st for s, st in zip(shape, stride)) + 1) * itemsize
+
+
+class Reader:
+    def __init__(self, device: torch.device, pid: int, lent: Callable[[int], torch.Tensor | None]):
+        """`pid`: the candidate's process; `lent(id)`: the judge's tensor lent under that id."""
+        self.device, self.pid, self.lent = device, pid, lent
+        self._maps: dict[bytes, tuple[int, int]] = {}  # handle -> (address here, allocation size)
+        self._mem: int | None = None  # /proc/<pid>/mem, opened once
+
+    def read(self, desc: Any, segs: list | None = None) -> Any:
+        """The output structure a reply describes, tensors read from where it says."""
+        if not isinstance(desc, dict):
+            raise channel.ChannelError("bad output description")
+        if "seq" in desc:
+            items = desc.get("items")
+            if not isinstance(items, list):
+                raise channel.ChannelError("bad output sequence")
+            out = [self.read(x, segs) for x in items]
+            return tuple(out) if desc["seq"] == "tuple" else out
+        if "v" in desc:
+            v = desc["v"]
+            if not (v is None or type(v) in (bool, int, float, str)):
+                raise channel.ChannelError("bad output value")
+            return v
+        if "repr" in desc:
+            return channel.Opaque(str(desc["repr"])[:100])
+        return self.tensor(desc, desc.get("at"), segs or [])
+
+    def tensor(self, layout: dict, at: Any, segs: list) -> Any:
+        dtype = channel.dtype_of(layout.get("dtype"))
+        shape, stride = layout.get("shape"), layout.get("stride")
+        if not (_ints(shape) and _ints(stride) and len(shape) == len(stride) and len(shape) <= 16):
+            raise channel.ChannelError("bad output shape or strides")
+        kind, device = str(layout.get("t")), str(layout.get("device"))
+        if kind != "Tensor":  # refused on its type: its values are never read
+            return channel.Returned(torch.empty(shape, dtype=dtype, device="meta"), kind[:100], device[:20])
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        span = span_bytes(shape, stride, itemsize)
+        if span == 0:
+            return torch.empty(shape, dtype=dtype, device=device if device in ("cpu", "cuda") else "cpu")
+        if not isinstance(at, list) or not at:
+            raise channel.ChannelError("bad output location")
+        if at[0] == "addr" and device == "cpu" and len(at) == 2 and isinstance(at[1], int):
+            raw = self._read_host(at[1], span)
+        elif at[0] in ("seg", "lent") and device == "cuda" and len(at) == 3 and _ints(at[1:]):
+            raw = self._map_device(at, span, segs)
+        else:
+            raise channel.ChannelError(f"an output on {device!r} at {str(at)[:60]}")
+        if raw.data_ptr() % itemsize:
+            raise OutputUnreadable(f"an output at an address not aligned to its {itemsize}-byte elements")
+        return raw.view(dtype).as_strided(shape, stride)
+
+    def _map_device(self, at: list, span: int, segs: list) -> torch.Tensor:
+        where, index, offset = at
+        if where == "lent":
+            t = self.lent(index)
+            if t is None:
+                raise OutputUnreadable(f"an output in lent buffer {index}, which the judge never lent")
+            base, size = t.data_ptr(), t.numel() * t.element_size()
+        else:
+            if not 0 <= index < len(segs) or not isinstance(segs[index], str):
+                raise channel.ChannelError("an output in a segment the reply does not name")
+            base, size = self._segment(segs[index])
+        if offset < 0 or offset + span > size:
+            raise OutputUnreadable(f"an output of {span} bytes at offset {offset} of a {size}-byte allocation")
+        return torch.as_tensor(cuda_ipc.DeviceBytes(base + offset, span), device=self.device)
+
+    def _segment(self, b64: str) -> tuple[int, int]:
+        try:
+            handle = base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise channel.ChannelError("a segment handle that is not base64") from None
+        if handle not in self._maps:
+            if len(self._maps) >= MAX_MAPS:
+                raise OutputUnreadable(f"outputs in more than {MAX_MAPS} separate allocations")
+            try:
+                ptr = cuda_ipc.open_handle(handle)
+                self._maps[handle] = (ptr, cuda_ipc.address_range(ptr)[1])
+            except cuda_ipc.IpcError as e:
+                raise OutputUnreadable(f"cannot map the candidate's output memory: {e}") from None
+        return self._maps[handle]
+
+    def _read_host(self, address: int, span: int) -> torch.Tensor:
+        if self._mem is None:
+            try:
+                self._mem = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+            except OSError as e:
+                raise OutputUnreadable(f"cannot open the candidate's memory ({e.strerror}): a kernel that forbids "
+                                       "a parent to read its child (Yama ptrace_scope 2 or 3)") from None
+        out = torch.empty(span, dtype=torch.uint8)
+        try:
+            got = os.preadv(self._mem, [memoryview(out.numpy())], address)
+        except OSError as e:
+            raise OutputUnreadable(f"cannot read the output's {span} bytes at 0x{address:x} in the candidate's "
+                                   f"memory ({e.strerror})") from None
+        if got != span:
+            raise OutputUnreadable(f"read {got} of the output's {span} bytes at 0x{address:x}")
+        return out
+
+    def release(self) -> None:
+        """Unmap every segment (no view of them may be used after this): an allocation
+        the candidate has freed stays in use while it is mapped here."""
+        if self._maps and torch.cuda.is_initialized():
+            torch.cuda.synchronize(self.device)
+        for ptr, _ in self._maps.values():
+            try:
+                cuda_ipc.close(ptr)
+            except cuda_ipc.IpcError:
+                pass
+        self._maps.clear()
+
+    def close(self) -> None:
+        self.release()
+        if self._mem is not None:
+            os.close(self._mem)
+            self._mem = None
+
+
+def _ints(xs: Any) -> bool:
+    return isinstance(xs, list) and all(type(x) is int and x >= 0 for x in xs)
