@@ -305,7 +305,7 @@ class Timer:
         try:
             check.compare_outputs(sol, ref, None, l2_bound=bound)
         except check.Mismatch as e:
-            which = f"call {i + 1} of a timed batch of {n}" if n > 1 else "a timed call"
+            which = f"a timed call ({i + 1} of a batch of {n})" if n > 1 else "a timed call"
             raise TaskFailed(Status.INCORRECT, f"output of {which} does not match the reference's: {e}") from None
 
     # -- planning -----------------------------------------------------------------
