@@ -84,13 +84,18 @@ def _describe(command: list[str]) -> str:
 
 
 def build_all(
-    tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None
+    tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None,
+    on_found: Callable[[], None] | None = None, timings: dict[str, float] | None = None,
 ) -> dict[str, BuildResult]:
     """Build every task's solution; returns BuildResult by task key. `on_done`
     gets each task with its result and its build log text as they finish.
-    Cached builds and files with nothing to compile are done first; real compiles
-    start longest first (build_cost), so that no long build starts last."""
+    Cached builds and files with nothing to compile are done first, then
+    `on_found` is called; real compiles start longest first (build_cost), so that
+    no long build starts last. `timings` gets the seconds of finding the
+    toolchain's versions and of checking the cached builds."""
+    t0 = time.monotonic()
     versions = toolchain_versions(cfg.device)
+    t1 = time.monotonic()
     by_key: dict[str, list[Task]] = {}
     sources: dict[str, bytes] = {}
     for task in tasks:
@@ -128,9 +133,14 @@ def build_all(
             finally:
                 queue.done()
 
+    if timings is not None:
+        timings["build_toolchain"] = round(timings.get("build_toolchain", 0.0) + t1 - t0, 3)
+        timings["build_cache_check"] = round(timings.get("build_cache_check", 0.0) + time.monotonic() - t1, 3)
     for key in by_key:
         if found[key] is not None:
             deliver(key, *found[key])
+    if on_found is not None:
+        on_found()
     pool = ThreadPoolExecutor(max_workers=at_once)
     try:
         for future in [pool.submit(drain) for _ in range(at_once)]:

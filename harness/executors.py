@@ -125,6 +125,7 @@ class _Item:
     path: Path
     tmp: object
     future: Future
+    size: int = 0  # its problem's input and output bytes, where known: how long it holds a GPU, roughly
 
 
 def _start_ahead(host: work.Host, ready: list, options, count: int) -> None:
@@ -166,6 +167,9 @@ class LocalExecutor:
         self._closed = False
         self._lanes: list[threading.Thread] = []
         self._options = None  # the options of the tasks submitted last: what a judge started early is for
+        self._holding = 0  # submit_many batches whose cached builds are still being handed over
+        self._running: dict[int, str] = {}  # lane -> the problem it judges now
+        self.timings: dict[str, float] = {}  # seconds of the build stage's own steps, for the run's phases
 
     # -- submit ------------------------------------------------------------------
     def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
@@ -180,36 +184,55 @@ class LocalExecutor:
         shares the host's compilers between them (MAX_JOBS) and knows when a
         precompiled header pays off; each task still goes to a lane as soon as its
         own build is done."""
-        futures, by_task, tasks = [], {}, []
+        futures, waiting, tasks = [], {}, []
         host = self.hosts[0]
         for spec, log_path in items:
             fut: Future = Future()
             task = work.task_of(spec, host.cache_dir)
-            by_task[task.key] = (spec, log_path, fut)
+            # A list per key: a batch may hold the same solution twice (one file, one key).
+            waiting.setdefault(task.key, []).append((spec, log_path, fut))
             tasks.append(task)
             futures.append(fut)
         if items:
             self._options = items[0][0].options
         self._start(len(items))
+        lock = threading.Lock()
+        held = [True]
+        with self._cv:
+            self._holding += 1  # until every cached build is handed over, so that lanes choose among all of them
 
         def on_done(task, built: BuildResult, log: str) -> None:
-            spec, log_path, fut = by_task[task.key]
+            with lock:
+                spec, log_path, fut = waiting[task.key].pop(0)
             self._built(spec, log_path, fut, built, log)
+
+        def release() -> None:
+            with self._cv:
+                if held[0]:
+                    held[0] = False
+                    self._holding -= 1
+                    self._cv.notify_all()
 
         def build_all() -> None:
             cfg = replace(host.build_config(items[0][0].options), jobs=self.jobs)
             try:
                 from . import build
 
-                build.build_all(tasks, cfg, on_done)
+                build.build_all(tasks, cfg, on_done, on_found=release, timings=self.timings)
             except Exception as e:  # noqa: BLE001 - a bug of ours: the tasks not built yet say so
-                for spec, log_path, fut in by_task.values():
-                    if not fut.done() and not any(i.future is fut for i in self._queue):
-                        self._built(spec, log_path, fut, BuildResult(
-                            False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0, False, ""), "")
+                with lock:
+                    left = [entry for entries in waiting.values() for entry in entries]
+                    waiting.clear()
+                for spec, log_path, fut in left:
+                    self._built(spec, log_path, fut, BuildResult(
+                        False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0, False, ""), "")
+            finally:
+                release()
 
         if items:
             self._builds.submit(build_all)
+        else:
+            release()
         return futures
 
     def _start(self, count: int) -> None:
@@ -218,7 +241,7 @@ class LocalExecutor:
                 raise RuntimeError("the executor is closed")
             self._building += count
             if not self._lanes:
-                self._lanes = [threading.Thread(target=self._lane, args=(h,), daemon=True, name=f"kbench-lane-{i}")
+                self._lanes = [threading.Thread(target=self._lane, args=(h, i), daemon=True, name=f"kbench-lane-{i}")
                                for i, h in enumerate(self.hosts)]
                 for t in self._lanes:
                     t.start()
@@ -238,22 +261,40 @@ class LocalExecutor:
         except OSError:
             pass
         self.events.built(spec.key, built)
+        size = 0
+        if built.ok:  # here, in a build thread: a lane choosing its next task never waits for sizes
+            shape = self.shapes(work.task_of(spec, self.hosts[0].cache_dir).problem_path)
+            size = (shape["input_bytes"] + shape["output_bytes"]) if shape else 0
         with self._cv:
             self._building -= 1
-            self._queue.append(_Item(spec, built, path, tmp, fut))
+            self._queue.append(_Item(spec, built, path, tmp, fut, size))
             self._cv.notify_all()
 
     # -- lanes ---------------------------------------------------------------------
-    def _take(self) -> tuple[_Item | None, int]:
+    def _take(self, lane: int) -> tuple[_Item | None, int]:
         with self._cv:
-            while not self._closed and (not self._queue or (not self.overlap and self._building)):
+            self._running.pop(lane, None)
+            while not self._closed and (not self._queue or self._holding or (not self.overlap and self._building)):
                 self._cv.wait(0.5)
             if self._closed:
                 return None, 0
-            item = self._queue.pop(0)
+            item = self._queue.pop(self._next(self._queue, set(self._running.values())))
+            self._running[lane] = item.spec.problem_source.sha256
             return item, len(self._queue) + self._building
 
-    def _lane(self, host: work.Host) -> None:
+    def _next(self, queue: list[_Item], elsewhere: set[str]) -> int:
+        """Which ready task a free lane takes: a failed build first (it needs no GPU and
+        its result is at hand); then the longest (its problem's bytes, which checking
+        and timing scale with), so that no long task starts last while the other GPUs
+        idle; among equals one whose problem no other lane is judging now, so that one
+        problem's tasks spread over the GPUs; then the one ready first."""
+        def rank(i: int) -> tuple:
+            item = queue[i]
+            return (0,) if not item.built.ok else (1, -item.size, item.spec.problem_source.sha256 in elsewhere, i)
+
+        return min(range(len(queue)), key=rank)
+
+    def _lane(self, host: work.Host, lane: int = 0) -> None:
         ready: list[tuple[object, Child]] = []  # (options, judge started for them)
         state = {"healthy": True}
         if self.device == "cuda":
@@ -261,7 +302,7 @@ class LocalExecutor:
         try:
             while True:
                 self._start_while_building(host, ready)
-                item, pending = self._take()
+                item, pending = self._take(lane)
                 if item is None:
                     return
                 try:
