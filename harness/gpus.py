@@ -40,3 +40,34 @@ def gpu_number(index: int | None) -> int | None:
     if position < len(visible) and visible[position].isdigit():
         return int(visible[position])
     return position
+
+
+def capability(index: int | None) -> tuple[str, str] | None:
+    """(name, "major.minor") of kbench's GPU `index` from NVML, in milliseconds and
+    without a CUDA context, so that judges can start before kbench imports torch;
+    None where NVML cannot say (no driver, MIG, GPUs named otherwise)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: torch will say what there is
+        return None
+    try:
+        visible = _visible()
+        entry = visible[index or 0] if visible is not None and (index or 0) < len(visible) else str(index or 0)
+        if entry.isdigit():
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(entry))
+        elif entry.startswith("GPU-"):
+            handle = pynvml.nvmlDeviceGetHandleByUUID(entry)
+        else:
+            return None
+        name = pynvml.nvmlDeviceGetName(handle)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return (name.decode() if isinstance(name, bytes) else name), f"{major}.{minor}"
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass

@@ -181,19 +181,25 @@ def _log_path(out_dir: Path, task: Task) -> Path:
 
 def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     clock = RunClock()
-    dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
-    _check_gpus(cfg)
-    clock.lap("device")
-    found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
-    clock.lap("discovery")
-    if not found.tasks:
-        where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
-        extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
-        raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
-    out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
-        return _run_locked(cfg, reporter, dev, found, out_dir, clock)
+    early = executors.EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
+                                        cfg.executor == "local" and cfg.resume is None)
+    try:
+        dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
+        _check_gpus(cfg)
+        early.keep_if(dev.arch)
+        clock.lap("device")
+        found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
+        clock.lap("discovery")
+        if not found.tasks:
+            where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
+            extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
+            raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
+        out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
+            return _run_locked(cfg, reporter, dev, found, out_dir, clock, early)
+    finally:
+        early.discard()  # those no lane took
 
 
 def _check_gpus(cfg: RunConfig) -> None:
@@ -210,7 +216,8 @@ def _check_gpus(cfg: RunConfig) -> None:
 
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,
-                out_dir: Path, clock: RunClock | None = None) -> tuple[RunResults, Path]:
+                out_dir: Path, clock: RunClock | None = None,
+                early: executors.EarlyJudges | None = None) -> tuple[RunResults, Path]:
     clock = clock or RunClock()
     previous, earlier = _previous_results(cfg, reporter.note)
     prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
@@ -252,7 +259,7 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
         clock.lap("run_folder")
         try:
             if todo:
-                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage, clock)
+                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage, clock, early)
         except BaseException:  # Ctrl-C or a bug: what finished is in the store; write the reports from it
             _write_on_the_way_out(snapshot(), out_dir, cfg, store, reporter)
             raise
@@ -265,11 +272,11 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
 
 def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[str, str], out_dir: Path,
                reporter: Reporter, store: ResultStore, results: dict[str, TaskResult], build_stage: dict,
-               clock: RunClock) -> None:
+               clock: RunClock, early: executors.EarlyJudges | None = None) -> None:
     """Run `todo`; each result goes into `results` and the store as it finishes."""
     by_key = {t.key: t for t in todo}
     events = _Events(reporter, by_key, len(todo))
-    executor = _executor(cfg, dev, todo, events, clock)
+    executor = _executor(cfg, dev, todo, events, clock, early)
     specs = [task_spec(t, cfg.options, prints[t.key]) for t in todo]
     clock.lap("executor")
     reporter.build_started(len(todo))
@@ -359,7 +366,8 @@ class _Events:
         self.reporter.note(text)
 
 
-def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events, clock: RunClock | None = None):
+def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events, clock: RunClock | None = None,
+              early: executors.EarlyJudges | None = None):
     """The executor cfg names, with this host's facts."""
     clock = clock or RunClock()
     if cfg.executor == "dask":
@@ -405,7 +413,8 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
             clock.add("problem_sizes_wait", time.monotonic() - t0)
         return sizes.get(problem_path)
 
-    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape)
+    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape,
+                                   early=early)
 
 
 def _gpu_name(index: int | None, dev: DeviceInfo) -> str:
