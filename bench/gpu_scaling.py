@@ -13,6 +13,7 @@ then each GPU count's median wall against one GPU's, and whether every task's
 status and flags agree across all runs.
 
     python bench/gpu_scaling.py --work DIR [--gpus 1,2,4] [--repeats 3] [--no-dask] --md OUT.md --json OUT.json
+    python bench/gpu_scaling.py --work DIR --keep-cache ...   # more repeats on DIR's filled cache, no fill run
     python bench/gpu_scaling.py --work DIR --dry-run     # write the set and check it on the CPU
 """
 from __future__ import annotations
@@ -70,7 +71,7 @@ def render(runs: list[dict], counts: list[int], command: str) -> str:
     warm = [r for r in runs if r["name"] != "fill"]
     by_count = {n: [r["wall_s"] for r in warm if r["name"].startswith(f"{n}gpu-")] for n in counts}
     dask = [r["wall_s"] for r in warm if r["name"].startswith("dask-")]
-    lines = [f"# Warm reruns on 1-{max(counts)} GPUs ({runs[0]['device']})", "", f"`{command}`; kbench options "
+    lines = [f"# Warm reruns on {'/'.join(map(str, counts))} GPUs ({runs[0]['device']})", "", f"`{command}`; kbench options "
              f"`{' '.join(KBENCH_ARGS)}`; the first run (fill) builds, every other run finds every build cached.", ""]
     rows = [[r["name"], f"{r['wall_s']:.1f}", ", ".join(f"GPU {k}: {v}" for k, v in sorted(r["gpus"].items()))]
             for r in runs]
@@ -101,6 +102,7 @@ def main() -> None:
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to run (each uses GPUs 0..N-1)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--keep-cache", action="store_true", help="DIR's cache is filled already: no fill run")
     ap.add_argument("--md", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--dry-run", action="store_true", help="write the set and check it on the CPU; no GPU")
@@ -120,9 +122,11 @@ def main() -> None:
     counts = [n for n in (int(x) for x in a.gpus.split(",")) if n <= have]
     if not counts:
         raise SystemExit(f"--gpus {a.gpus}: this host has {have} GPU(s)")
-    shutil.rmtree(work / "cache", ignore_errors=True)
     gpu_list = lambda n: ",".join(map(str, range(n)))  # noqa: E731
-    runs = [run(problems, solutions, work, "fill", "--gpus", gpu_list(max(counts)))]
+    runs = []
+    if not (a.keep_cache and (work / "cache").is_dir()):
+        shutil.rmtree(work / "cache", ignore_errors=True)
+        runs.append(run(problems, solutions, work, "fill", "--gpus", gpu_list(max(counts))))
     for i in range(a.repeats):
         for n in counts:
             runs.append(run(problems, solutions, work, f"{n}gpu-{i + 1}", "--gpus", gpu_list(n)))

@@ -3,8 +3,9 @@ a policy's samples come: mostly distinct kernels (each its own launch size and a
 line of its own, so each is a distinct build), about half of them failing the way
 generations fail.
 
-A template is a correct solution with one `@@THREADS@@` and one `@@SAMPLE@@` slot,
-and its own `wrong` edit (an indexing or formula bug that still compiles). Every
+A template is a correct solution with one `@@THREADS@@` and one `@@SAMPLE@@` slot
+(a constant in the compiled code, not a comment: ccache compares sources after the
+preprocessor, which drops comments), and its own `wrong` edit (an indexing or formula bug that still compiles). Every
 candidate takes one outcome:
 
     ok            the template as is
@@ -61,7 +62,7 @@ cuda_source = """
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 
-// @@SAMPLE@@
+static const int sample_id = @@SAMPLE@@;  // this sample's own line
 __global__ void @@NAME@@_kernel(const float* x, float* out, float arg, long n) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx < n) {
@@ -103,7 +104,7 @@ cuda_source = """
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 
-// @@SAMPLE@@
+static const int sample_id = @@SAMPLE@@;  // this sample's own line
 __global__ void @@NAME@@_kernel(const float* p, const float* t, double* sum, long n, long m) {
     __shared__ float partial[1024];
     int tid = threadIdx.x;
@@ -151,7 +152,7 @@ _SPIN = "    while (((volatile const float*){x})[0] == ((volatile const float*){
 
 _SOFTMAX = (ROOT / "bench" / "accuracy" / "solutions" / "models" / "level1" / "4_Softmax.py").read_text().replace(
     "const int threads = 256;", "const int threads = @@THREADS@@;").replace(
-    "__global__ void softmax_kernel", "// @@SAMPLE@@\n__global__ void softmax_kernel")
+    "__global__ void softmax_kernel", "static const int sample_id = @@SAMPLE@@;\n__global__ void softmax_kernel")
 
 
 def _elementwise(name: str, problem: str, expr: str, wrong_expr: str) -> Template:
@@ -203,7 +204,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load
 
 SOURCE = """
-// @@SAMPLE@@
+static const int sample_id = @@SAMPLE@@;
 extern "C" double hinge_sum(const float* p, const float* t, long n, long m) {
     double total = 0.0;
     for (long i = 0; i < n; i += 1) {
@@ -250,9 +251,9 @@ def _after_build(source: str, line: str) -> str:
     return source[:at] + "\n" + line + source[at:]
 
 
-def make(index: int, template: Template, outcome: str, rng: random.Random) -> Candidate:
+def make(index: int, template: Template, outcome: str, rng: random.Random, batch: int = 0) -> Candidate:
     threads = rng.choice((128, 256, 512, 1024))
-    src = template.source.replace("@@THREADS@@", str(threads)).replace("@@SAMPLE@@", f"sample {index}")
+    src = template.source.replace("@@THREADS@@", str(threads)).replace("@@SAMPLE@@", str(batch * 100000 + index))
     edit = {"wrong": template.wrong, "compile_error": template.undeclared, "illegal": template.illegal,
             "hang": template.hang}.get(outcome)
     if edit is not None:
@@ -280,5 +281,5 @@ def candidates(count: int, device: str, seed: int = 0) -> list[Candidate]:
         outcome = rng.choices(names, weights)[0]
         if device == "cpu" and outcome in ("hang", "illegal") and template.name == "c_hinge":
             outcome = "ok"
-        out.append(make(i, template, outcome, rng))
+        out.append(make(i, template, outcome, rng, seed))
     return out

@@ -5,7 +5,10 @@ This feeds a Session (README, "From Python: a reward function") `--candidates`
 candidates from bench/rl_candidates.py (about half fail to build, fail at import,
 crash, hang or are wrong, as generations do) in one `evaluate_many` call, on each
 GPU count given, each with an empty build cache (new kernels: every build is
-compiled), and reports per GPU count:
+compiled: the cache's builds are emptied, and each GPU count gets samples of its own,
+so nothing is reused across them but what a host keeps for every build: the device's
+bandwidth, the precompiled header, ccache's objects of shared host files), and
+reports per GPU count:
 
 - kernels per hour (candidates / batch wall time) and per GPU-hour;
 - batch latency: submit to the last reward, and when half and 90% had theirs;
@@ -97,7 +100,6 @@ def main() -> None:
     if a.candidates < 1:
         raise SystemExit("--candidates must be at least 1")
     work = a.work.resolve()
-    candidates = rl_candidates.candidates(a.candidates, a.device, a.seed)
     options = {"time_budget": a.time_budget, "timeout": a.timeout, "trials": 3 if a.device == "cuda" else 2}
     if a.device == "cuda":
         import torch
@@ -110,10 +112,12 @@ def main() -> None:
     else:
         counts, name = [1], "cpu"
     runs = []
+    cache = work / "cache"
     for gpus in counts:
-        cache = work / "cache" / f"{gpus}gpu"
+        candidates = rl_candidates.candidates(a.candidates, a.device, a.seed + gpus)
         if not a.warm:
-            shutil.rmtree(cache, ignore_errors=True)
+            for built in ("builds", "manifests", "locks"):
+                shutil.rmtree(cache / built, ignore_errors=True)
         result = run_batch(candidates, a.device, gpus, cache, options)
         result["cache"] = "warm" if a.warm else "cold"
         print(f"[rl_throughput] {gpus} GPU(s): {result['wall_s']} s, {result['kernels_per_hour']} kernels/hour, "

@@ -68,7 +68,10 @@ class Session:
             if device == "cuda":
                 hosts = [replace(h, name=dev.name) for h in hosts]
             self.executor = (executors.InlineExecutor(hosts[0]) if executor == "inline" else
-                             executors.LocalExecutor(hosts, prestart=1 if device == "cuda" else 0, warm=True))
+                             # As many judges started ahead as a run's lanes keep while tasks wait (with
+                             # one, each ~1 s task of a batch waited seconds for its judge's import
+                             # torch); one stays started while the session idles.
+                             executors.LocalExecutor(hosts, prestart=executors.prestart_depth(device), warm=True))
         else:
             raise ValueError(f"executor must be 'local', 'dask' or 'inline', not {executor!r}")
 
