@@ -34,15 +34,15 @@ import timing_tasks as tt
 
 KBENCH_ARGS = cold_set.KBENCH_ARGS
 DROP = f"models/{tt.WAIT_PROBLEM}/{tt.wait_name(10)}.py"
-EXITS = "extra/level1/6_SiLU.py"  # the set's SiLU kernel, then os._exit(3) at import
+EXITS = "extra/level1/11_MSELoss.py"  # the set's MSE kernel (load_inline), then os._exit(3) at import
 
 
 def write_set(work: Path) -> tuple[Path, Path]:
     problems, solutions = cold_set.write_set(work)
     (solutions / DROP).unlink()
-    silu = (solutions / "models" / "level1" / "6_SiLU.py").read_text()
+    mse = (solutions / "models" / "level1" / "11_MSELoss.py").read_text()
     exits = solutions / EXITS
-    exits.write_text("# Expected: crashed (exits with code 3 at import, after its kernel is built).\n" + silu
+    exits.write_text("# Expected: crashed (exits with code 3 at import, after its kernel is built).\n" + mse
                      + "\n\nimport os\n\nos._exit(3)  # after the build: a rerun must not build it again\n")
     return problems, solutions
 
