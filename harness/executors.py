@@ -128,55 +128,6 @@ class _Item:
     size: int = 0  # its problem's input and output bytes, where known: how long it holds a GPU, roughly
 
 
-class EarlyJudges:
-    """One judge per GPU lane started as kbench starts, before it imports torch or
-    looks for tasks (the GPU's name and capability come from NVML): the first task of
-    a warm run waited seconds for its judge's `import torch` and CUDA context, which
-    now overlap kbench's own start-up. Kept only if torch then finds the same
-    capability; those no lane takes are ended with the run."""
-
-    def __init__(self, options=None, judges: dict | None = None, arch: str = ""):
-        self.options, self.judges, self.arch = options, judges or {}, arch
-        self._lock = threading.Lock()
-
-    @classmethod
-    def start(cls, options, gpu_indices: tuple[int, ...], builds_dir: Path, wanted: bool = True) -> "EarlyJudges":
-        if not wanted or options.device != "cuda" or prestart_depth("cuda") == 0:
-            return cls()
-        from . import gpus
-
-        indices = list(gpu_indices) or [None]
-        found = [gpus.capability(g) for g in indices]
-        if any(f is None for f in found) or len({arch for _, arch in found}) != 1:
-            return cls()
-        arch = found[0][1]
-        judges = {}
-        for g in indices:
-            child = launch.start_worker(launch.EvalConfig(options=options, arch=arch, gpu_index=g,
-                                                          builds_dir=str(builds_dir.resolve())))
-            launch.prepare(child)  # it is its lane's next judge: make its CUDA context as soon as torch is in
-            judges[g] = child
-        return cls(options, judges, arch)
-
-    def keep_if(self, arch: str) -> None:
-        """End them if torch names another capability than NVML did (a judge's arch list
-        must be the device's)."""
-        if arch != self.arch:
-            self.discard()
-
-    def take(self, gpu_index: int | None) -> list:
-        """[(options, judge)] for a lane's `ready` list (empty if none was started for it)."""
-        with self._lock:
-            child = self.judges.pop(gpu_index, None)
-        return [(self.options, child)] if child is not None else []
-
-    def discard(self) -> None:
-        with self._lock:
-            left, self.judges = list(self.judges.values()), {}
-        for child in left:
-            child.discard()
-
-
 def _start_ahead(host: work.Host, ready: list, options, count: int) -> None:
     """`count` more judges started for `options` at the end of `ready`; the first
     of `ready` is told it is next (it prepares its GPU context before its task)."""
@@ -198,9 +149,9 @@ class LocalExecutor:
 
     def __init__(self, hosts: list[work.Host], events: Events | None = None, *, prestart: int = 0,
                  warm: bool = False, shapes: Callable[[str], dict | None] | None = None,
-                 early: EarlyJudges | None = None):
+                 early=None):
         self.hosts, self.events = hosts, events or Quiet()
-        self.early = early or EarlyJudges()
+        self.early = early  # early_judges.EarlyJudges: the first judge of each lane, started with kbench
         self.device = hosts[0].device
         self.depth = 0 if self.device == "cpu" else prestart
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
@@ -346,7 +297,7 @@ class LocalExecutor:
         return min(range(len(queue)), key=rank)
 
     def _lane(self, host: work.Host, lane: int = 0) -> None:
-        ready: list[tuple[object, Child]] = self.early.take(host.gpu_index)  # (options, judge started for them)
+        ready: list[tuple[object, Child]] = self.early.take(host.gpu_index) if self.early else []  # (options, judge)
         state = {"healthy": True}
         if self.device == "cuda":
             health.keep_ready(host.gpu_index)

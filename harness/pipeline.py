@@ -23,6 +23,7 @@ from typing import Protocol
 
 from . import __version__, build, executors, junit, problem_sizes, report, work
 from .discover import Discovery, discover
+from .early_judges import EarlyJudges
 from .gate import GatePolicy
 from .run_clock import RunClock
 from .runlock import folder_lock
@@ -181,7 +182,7 @@ def _log_path(out_dir: Path, task: Task) -> Path:
 
 def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     clock = RunClock()
-    early = executors.EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
+    early = EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
                                         cfg.executor == "local" and cfg.resume is None)
     try:
         dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
@@ -217,7 +218,7 @@ def _check_gpus(cfg: RunConfig) -> None:
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,
                 out_dir: Path, clock: RunClock | None = None,
-                early: executors.EarlyJudges | None = None) -> tuple[RunResults, Path]:
+                early: EarlyJudges | None = None) -> tuple[RunResults, Path]:
     clock = clock or RunClock()
     previous, earlier = _previous_results(cfg, reporter.note)
     prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
@@ -272,7 +273,7 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
 
 def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[str, str], out_dir: Path,
                reporter: Reporter, store: ResultStore, results: dict[str, TaskResult], build_stage: dict,
-               clock: RunClock, early: executors.EarlyJudges | None = None) -> None:
+               clock: RunClock, early: EarlyJudges | None = None) -> None:
     """Run `todo`; each result goes into `results` and the store as it finishes."""
     by_key = {t.key: t for t in todo}
     events = _Events(reporter, by_key, len(todo))
@@ -367,7 +368,7 @@ class _Events:
 
 
 def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events, clock: RunClock | None = None,
-              early: executors.EarlyJudges | None = None):
+              early: EarlyJudges | None = None):
     """The executor cfg names, with this host's facts."""
     clock = clock or RunClock()
     if cfg.executor == "dask":

@@ -223,6 +223,7 @@ def test_judges_start_with_kbench_one_per_gpu_and_end_if_torch_disagrees(monkeyp
     told it is next, and goes to its GPU's lane; if torch then names another capability
     (the arch list a judge builds for must be the device's), they are all ended."""
     from harness import executors, gpus, launch
+    from harness.early_judges import EarlyJudges
     from harness.records import Options
 
     started, prepared, ended = [], [], []
@@ -236,7 +237,7 @@ def test_judges_start_with_kbench_one_per_gpu_and_end_if_torch_disagrees(monkeyp
     monkeypatch.setattr(launch, "prepare", lambda child: prepared.append(child))
     monkeypatch.setattr(executors.os, "cpu_count", lambda: 16)
     options = Options()
-    early = executors.EarlyJudges.start(options, (0, 1), tmp_path / "builds")
+    early = EarlyJudges.start(options, (0, 1), tmp_path / "builds")
     assert [c.gpu_index for c in started] == [0, 1] and all(c.arch == "9.0" for c in started)
     assert len(prepared) == 2
     early.keep_if("9.0")
@@ -244,6 +245,6 @@ def test_judges_start_with_kbench_one_per_gpu_and_end_if_torch_disagrees(monkeyp
     assert ready == [(options, prepared[1])] and early.take(1) == []
     early.keep_if("8.0")  # torch disagrees: the one left is ended
     assert ended == [prepared[0]] and early.take(0) == []
-    assert executors.EarlyJudges.start(Options(device="cpu"), (), tmp_path).judges == {}
+    assert EarlyJudges.start(Options(device="cpu"), (), tmp_path).judges == {}
     monkeypatch.setattr(gpus, "capability", lambda index: None)  # no NVML: nothing started
-    assert executors.EarlyJudges.start(options, (), tmp_path).judges == {}
+    assert EarlyJudges.start(options, (), tmp_path).judges == {}
