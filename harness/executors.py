@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import health, launch, work
+from . import health, launch, task_seconds, work
 from .isolate import Child, kill_all
 from .records import BuildResult, Status, TaskResult, TaskSpec
 
@@ -125,7 +125,7 @@ class _Item:
     path: Path
     tmp: object
     future: Future
-    size: int = 0  # its problem's input and output bytes, where known: how long it holds a GPU, roughly
+    cost: float = 0.0  # the seconds it is expected to hold its GPU (task_seconds.estimate)
 
 
 def _start_ahead(host: work.Host, ready: list, options, count: int) -> None:
@@ -149,9 +149,10 @@ class LocalExecutor:
 
     def __init__(self, hosts: list[work.Host], events: Events | None = None, *, prestart: int = 0,
                  warm: bool = False, shapes: Callable[[str], dict | None] | None = None,
-                 early=None):
+                 early=None, durations: dict[str, float] | None = None):
         self.hosts, self.events = hosts, events or Quiet()
         self.early = early  # early_judges.EarlyJudges: the first judge of each lane, started with kbench
+        self.durations = durations or {}  # fingerprint -> seconds it took last time (task_seconds)
         self.device = hosts[0].device
         self.depth = 0 if self.device == "cpu" else prestart
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
@@ -263,13 +264,13 @@ class LocalExecutor:
         except OSError:
             pass
         self.events.built(spec.key, built)
-        size = 0
+        cost = 0.0
         if built.ok:  # here, in a build thread: a lane choosing its next task never waits for sizes
             shape = self.shapes(work.task_of(spec, self.hosts[0].cache_dir).problem_path)
-            size = (shape["input_bytes"] + shape["output_bytes"]) if shape else 0
+            cost = task_seconds.estimate(self.durations.get(spec.fingerprint) if spec.fingerprint else None, shape)
         with self._cv:
             self._building -= 1
-            self._queue.append(_Item(spec, built, path, tmp, fut, size))
+            self._queue.append(_Item(spec, built, path, tmp, fut, cost))
             self._cv.notify_all()
 
     # -- lanes ---------------------------------------------------------------------
@@ -286,13 +287,13 @@ class LocalExecutor:
 
     def _next(self, queue: list[_Item], elsewhere: set[str]) -> int:
         """Which ready task a free lane takes: a failed build first (it needs no GPU and
-        its result is at hand); then the longest (its problem's bytes, which checking
-        and timing scale with), so that no long task starts last while the other GPUs
-        idle; among equals one whose problem no other lane is judging now, so that one
+        its result is at hand); then the longest (as it took last time, else by its
+        problem's bytes: task_seconds), so that no long task starts last while the other
+        GPUs idle; among equals one whose problem no other lane is judging now, so that one
         problem's tasks spread over the GPUs; then the one ready first."""
         def rank(i: int) -> tuple:
             item = queue[i]
-            return (0,) if not item.built.ok else (1, -item.size, item.spec.problem_source.sha256 in elsewhere, i)
+            return (0,) if not item.built.ok else (1, -item.cost, item.spec.problem_source.sha256 in elsewhere, i)
 
         return min(range(len(queue)), key=rank)
 

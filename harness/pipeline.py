@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, build, executors, junit, problem_sizes, report, work
+from . import __version__, build, executors, junit, problem_sizes, report, task_seconds, work
 from .discover import Discovery, discover
 from .early_judges import EarlyJudges
 from .gate import GatePolicy
@@ -264,6 +264,8 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
         except BaseException:  # Ctrl-C or a bug: what finished is in the store; write the reports from it
             _write_on_the_way_out(snapshot(), out_dir, cfg, store, reporter)
             raise
+        if todo:
+            task_seconds.save(cfg.cache_dir, [results[t.key] for t in todo if t.key in results])
         clock.mark("until_reports")
         final = snapshot(finished=True)
         store.set_run(final.run)
@@ -415,7 +417,7 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
         return sizes.get(problem_path)
 
     return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape,
-                                   early=early)
+                                   early=early, durations=task_seconds.load(cfg.cache_dir))
 
 
 def _gpu_name(index: int | None, dev: DeviceInfo) -> str:

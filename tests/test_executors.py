@@ -143,7 +143,8 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
 
 # ---- the local executor's choice of tasks, with fake builds and judges ---------------
 
-def _fake_lanes(monkeypatch, gpus: int, seconds: dict[str, float], sizes: dict[str, int], log: list):
+def _fake_lanes(monkeypatch, gpus: int, seconds: dict[str, float], sizes: dict[str, int], log: list,
+                durations: dict[str, float] | None = None):
     """A LocalExecutor over `gpus` lanes whose builds are all cached (delivered at once)
     and whose judging sleeps `seconds[problem]`, recording (lane, problem, start, end)."""
     from harness import build, executors, health, work
@@ -174,7 +175,7 @@ def _fake_lanes(monkeypatch, gpus: int, seconds: dict[str, float], sizes: dict[s
         return {"input_bytes": sizes[name], "output_bytes": 0, "check_inputs": None}
 
     hosts = [work.Host(Path(os.environ["KBENCH_TEST_CACHE"]), "cuda", "fake GPU", "9.0", None, g, 4) for g in range(gpus)]
-    return executors.LocalExecutor(hosts, shapes=shape), problems
+    return executors.LocalExecutor(hosts, shapes=shape, durations=durations), problems
 
 
 def _specs(names: list[str], problems: dict):
@@ -185,7 +186,7 @@ def _specs(names: list[str], problems: dict):
         text = f"# problem {name}\n"
         problems[text] = name
         specs.append((TaskSpec(name, "set", Source(f"/p/{name}.py", text), Source(f"/s/{name}_{i}.py", f"# {i}\n"),
-                               Options()), None))
+                               Options(), fingerprint=f"fp-{name}-{i}"), None))
     return specs
 
 
@@ -248,3 +249,25 @@ def test_judges_start_with_kbench_one_per_gpu_and_end_if_torch_disagrees(monkeyp
     assert EarlyJudges.start(Options(device="cpu"), (), tmp_path).judges == {}
     monkeypatch.setattr(gpus, "capability", lambda index: None)  # no NVML: nothing started
     assert EarlyJudges.start(options, (), tmp_path).judges == {}
+
+
+def test_a_task_that_took_long_last_time_starts_first_whatever_its_bytes(monkeypatch, tmp_path):
+    """A hang (seconds on a small problem) ran last time: this time it starts first, on
+    one GPU while the other takes the rest, instead of starting last and holding the run."""
+    from harness import task_seconds
+    from harness.records import Status, TaskResult
+
+    monkeypatch.setenv("KBENCH_TEST_CACHE", str(tmp_path))
+    names = ["big"] * 5 + ["hang"]
+    results = [TaskResult(n, "set", f"/s/{n}_{i}.py", Status.OK, "", fingerprint=f"fp-{n}-{i}",
+                          phase_seconds={"check": 1.0 if n == "hang" else 0.2}) for i, n in enumerate(names)]
+    task_seconds.save(tmp_path, results)
+    log: list = []
+    executor, problems = _fake_lanes(monkeypatch, 2, {"big": 0.2, "hang": 1.0}, {"big": 10**9, "hang": 10}, log,
+                                     durations=task_seconds.load(tmp_path))
+    for f in executor.submit_many(_specs(names, problems)):
+        f.result(timeout=30)
+    executor.close()
+    assert "hang" in [r[1] for r in sorted(log, key=lambda r: r[2])[:2]], log  # one of the two GPUs' first
+    makespan = max(r[3] for r in log) - min(r[2] for r in log)
+    assert makespan < 1.0 + 0.3, makespan  # the five big ones ran beside it on the other GPU (last: 1.4 s)
