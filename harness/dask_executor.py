@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import __version__, health, launch, work
+from .gpus import visible_device
 from .executors import Events, Finished, Quiet, prestart_depth
 from .records import BuildResult, Status, TaskSpec, UserError
 
@@ -161,7 +162,7 @@ def local_cluster(device: str, workers: int, cache_dir: Path, use_cache: bool = 
     for i in range(workers):
         env = {"KBENCH_CACHE": str(cache_dir), "OMP_NUM_THREADS": "1"}
         if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
+            env["CUDA_VISIBLE_DEVICES"] = visible_device(i % gpus)
         spec[f"kbench-{i}"] = {"cls": Nanny, "options": {
             "nthreads": threads, "resources": {RESOURCE[device]: 1}, "env": env, "memory_limit": 0,
             "silence_logs": logging.ERROR}}

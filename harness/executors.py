@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import health, launch, work
+from . import health, launch, task_seconds, work
 from .isolate import Child, kill_all
 from .records import BuildResult, Status, TaskResult, TaskSpec
 
@@ -125,6 +125,7 @@ class _Item:
     path: Path
     tmp: object
     future: Future
+    cost: float = 0.0  # the seconds it is expected to hold its GPU (task_seconds.estimate)
 
 
 def _start_ahead(host: work.Host, ready: list, options, count: int) -> None:
@@ -147,8 +148,11 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, hosts: list[work.Host], events: Events | None = None, *, prestart: int = 0,
-                 warm: bool = False, shapes: Callable[[str], dict | None] | None = None):
+                 warm: bool = False, shapes: Callable[[str], dict | None] | None = None,
+                 early=None, durations: dict[str, float] | None = None):
         self.hosts, self.events = hosts, events or Quiet()
+        self.early = early  # early_judges.EarlyJudges: the first judge of each lane, started with kbench
+        self.durations = durations or {}  # fingerprint -> seconds it took last time (task_seconds)
         self.device = hosts[0].device
         self.depth = 0 if self.device == "cpu" else prestart
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
@@ -166,6 +170,9 @@ class LocalExecutor:
         self._closed = False
         self._lanes: list[threading.Thread] = []
         self._options = None  # the options of the tasks submitted last: what a judge started early is for
+        self._holding = 0  # submit_many batches whose cached builds are still being handed over
+        self._running: dict[int, str] = {}  # lane -> the problem it judges now
+        self.timings: dict[str, float] = {}  # seconds of the build stage's own steps, for the run's phases
 
     # -- submit ------------------------------------------------------------------
     def submit(self, spec: TaskSpec, log_path: Path | None = None) -> Future:
@@ -180,36 +187,55 @@ class LocalExecutor:
         shares the host's compilers between them (MAX_JOBS) and knows when a
         precompiled header pays off; each task still goes to a lane as soon as its
         own build is done."""
-        futures, by_task, tasks = [], {}, []
+        futures, waiting, tasks = [], {}, []
         host = self.hosts[0]
         for spec, log_path in items:
             fut: Future = Future()
             task = work.task_of(spec, host.cache_dir)
-            by_task[task.key] = (spec, log_path, fut)
+            # A list per key: a batch may hold the same solution twice (one file, one key).
+            waiting.setdefault(task.key, []).append((spec, log_path, fut))
             tasks.append(task)
             futures.append(fut)
         if items:
             self._options = items[0][0].options
         self._start(len(items))
+        lock = threading.Lock()
+        held = [True]
+        with self._cv:
+            self._holding += 1  # until every cached build is handed over, so that lanes choose among all of them
 
         def on_done(task, built: BuildResult, log: str) -> None:
-            spec, log_path, fut = by_task[task.key]
+            with lock:
+                spec, log_path, fut = waiting[task.key].pop(0)
             self._built(spec, log_path, fut, built, log)
+
+        def release() -> None:
+            with self._cv:
+                if held[0]:
+                    held[0] = False
+                    self._holding -= 1
+                    self._cv.notify_all()
 
         def build_all() -> None:
             cfg = replace(host.build_config(items[0][0].options), jobs=self.jobs)
             try:
                 from . import build
 
-                build.build_all(tasks, cfg, on_done)
+                build.build_all(tasks, cfg, on_done, on_found=release, timings=self.timings)
             except Exception as e:  # noqa: BLE001 - a bug of ours: the tasks not built yet say so
-                for spec, log_path, fut in by_task.values():
-                    if not fut.done() and not any(i.future is fut for i in self._queue):
-                        self._built(spec, log_path, fut, BuildResult(
-                            False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0, False, ""), "")
+                with lock:
+                    left = [entry for entries in waiting.values() for entry in entries]
+                    waiting.clear()
+                for spec, log_path, fut in left:
+                    self._built(spec, log_path, fut, BuildResult(
+                        False, Status.CRASHED, f"kbench error while building: {e}"[:500], 0.0, False, ""), "")
+            finally:
+                release()
 
         if items:
             self._builds.submit(build_all)
+        else:
+            release()
         return futures
 
     def _start(self, count: int) -> None:
@@ -218,7 +244,7 @@ class LocalExecutor:
                 raise RuntimeError("the executor is closed")
             self._building += count
             if not self._lanes:
-                self._lanes = [threading.Thread(target=self._lane, args=(h,), daemon=True, name=f"kbench-lane-{i}")
+                self._lanes = [threading.Thread(target=self._lane, args=(h, i), daemon=True, name=f"kbench-lane-{i}")
                                for i, h in enumerate(self.hosts)]
                 for t in self._lanes:
                     t.start()
@@ -238,30 +264,48 @@ class LocalExecutor:
         except OSError:
             pass
         self.events.built(spec.key, built)
+        cost = 0.0
+        if built.ok:  # here, in a build thread: a lane choosing its next task never waits for sizes
+            shape = self.shapes(work.task_of(spec, self.hosts[0].cache_dir).problem_path)
+            cost = task_seconds.estimate(self.durations.get(spec.fingerprint) if spec.fingerprint else None, shape)
         with self._cv:
             self._building -= 1
-            self._queue.append(_Item(spec, built, path, tmp, fut))
+            self._queue.append(_Item(spec, built, path, tmp, fut, cost))
             self._cv.notify_all()
 
     # -- lanes ---------------------------------------------------------------------
-    def _take(self) -> tuple[_Item | None, int]:
+    def _take(self, lane: int) -> tuple[_Item | None, int]:
         with self._cv:
-            while not self._closed and (not self._queue or (not self.overlap and self._building)):
+            self._running.pop(lane, None)
+            while not self._closed and (not self._queue or self._holding or (not self.overlap and self._building)):
                 self._cv.wait(0.5)
             if self._closed:
                 return None, 0
-            item = self._queue.pop(0)
+            item = self._queue.pop(self._next(self._queue, set(self._running.values())))
+            self._running[lane] = item.spec.problem_source.sha256
             return item, len(self._queue) + self._building
 
-    def _lane(self, host: work.Host) -> None:
-        ready: list[tuple[object, Child]] = []  # (options, judge started for them)
+    def _next(self, queue: list[_Item], elsewhere: set[str]) -> int:
+        """Which ready task a free lane takes: a failed build first (it needs no GPU and
+        its result is at hand); then the longest (as it took last time, else by its
+        problem's bytes: task_seconds), so that no long task starts last while the other
+        GPUs idle; among equals one whose problem no other lane is judging now, so that one
+        problem's tasks spread over the GPUs; then the one ready first."""
+        def rank(i: int) -> tuple:
+            item = queue[i]
+            return (0,) if not item.built.ok else (1, -item.cost, item.spec.problem_source.sha256 in elsewhere, i)
+
+        return min(range(len(queue)), key=rank)
+
+    def _lane(self, host: work.Host, lane: int = 0) -> None:
+        ready: list[tuple[object, Child]] = self.early.take(host.gpu_index) if self.early else []  # (options, judge)
         state = {"healthy": True}
         if self.device == "cuda":
             health.keep_ready(host.gpu_index)
         try:
             while True:
                 self._start_while_building(host, ready)
-                item, pending = self._take()
+                item, pending = self._take(lane)
                 if item is None:
                     return
                 try:

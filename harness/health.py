@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from .gpus import visible_device
 from .isolate import Child
 from .records import Status, TaskResult
 
@@ -71,7 +72,7 @@ def after(result: TaskResult, gpu: int | None) -> bool:
 def _start(gpu: int | None) -> Child:
     env = dict(os.environ)
     if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = visible_device(gpu)
     return Child(["-c", _PROBE], env=env)
 
 

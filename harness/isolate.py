@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import sandbox
 
@@ -94,6 +95,7 @@ class _ResultPipe:
     def __init__(self):
         self.read_fd, self.write_fd = os.pipe()
         self.messages: list[dict] = []
+        self.last_at = time.monotonic()  # when the last message came (or the pipe was made)
         self.thread = threading.Thread(target=self._drain, daemon=True)
 
     def start(self) -> None:
@@ -113,6 +115,7 @@ class _ResultPipe:
                     continue
                 if isinstance(obj, dict):
                     self.messages.append(obj)
+                    self.last_at = time.monotonic()
 
     def close(self, timeout: float = 10.0) -> tuple:
         self.thread.join(timeout)
@@ -178,7 +181,11 @@ class Child:
         except (BrokenPipeError, OSError):
             pass  # it died waiting; `finish` will say how
 
-    def finish(self, log_path: Path, timeout: float, line: str | None = None) -> ChildOutcome:
+    def finish(self, log_path: Path, timeout: float, line: str | None = None,
+               stop: Callable[[], bool] | None = None) -> ChildOutcome:
+        """`stop`: polled while the child runs; when it says so the child's group is
+        killed and its outcome is what it had said by then (a build process whose
+        extensions are built and whose import goes on: harness/build.py)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         proc = self.proc
@@ -190,7 +197,7 @@ class Child:
             pass  # it died waiting; its exit code says how
         timed_out = False
         try:
-            self._wait(timeout)
+            self._wait(timeout, stop)
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
@@ -213,15 +220,19 @@ class Child:
             after_result_s=None if self.result_seen is None else round(end - self.result_seen, 3),
         )
 
-    def _wait(self, timeout: float) -> None:
-        """Until the child exits or, for a judge, its result has arrived (what it
-        does after that is cleanup, which killing its group does faster)."""
-        if self.results is None:
+    def _wait(self, timeout: float, stop: Callable[[], bool] | None = None) -> None:
+        """Until the child exits, `stop` says so, or, for a judge, its result has
+        arrived (what it does after that is cleanup, which killing its group does faster)."""
+        if self.results is None and stop is None:
             self.proc.wait(timeout=timeout)
             return
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
-            if any("result" in m for m in list(self.results.messages)):
+            if stop is not None and stop():
+                kill_group(self.proc)
+                self.proc.wait()
+                return
+            if self.results is not None and any("result" in m for m in list(self.results.messages)):
                 # A judge sends its result once it has killed its candidate; what it
                 # would do after is its own teardown, which a kill ends sooner, and the
                 # sweep below reaps the candidate too. Not left to a thread while the
@@ -233,7 +244,9 @@ class Child:
                 return
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(self.proc.args, timeout)
-            time.sleep(0.005)
+            # A judge's result is handed on within 5 ms; a build's progress (stop) needs no such haste,
+            # and dozens of builds polling at 200 Hz would take the interpreter from the lanes.
+            time.sleep(0.005 if stop is None else 0.1)
 
     def discard(self) -> None:
         """Kill a child that was started and never used."""

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import build
+from . import build, gpus
 from .isolate import Child
 from .records import (PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing,
                       from_json_dict)
@@ -73,7 +73,7 @@ def start_worker(cfg: EvalConfig) -> Child:
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     if cfg.gpu_index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(cfg.gpu_index)
+        env["CUDA_VISIBLE_DEVICES"] = gpus.visible_device(cfg.gpu_index)
     return Child(["-m", "harness.judge"], env=env, result_pipe=True)
 
 

@@ -13,6 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
+from typing import Callable
 
 
 class NeedsCuda(Exception):
@@ -52,13 +53,17 @@ class BuildHooks:
         self.pch_wants: list[dict] = []
 
 
-def install_build_hooks(device: str) -> BuildHooks:
+def install_build_hooks(device: str, on_event: Callable[[dict], None] | None = None) -> BuildHooks:
     """Wrap torch's extension builders so that a failed build is told apart from
-    any other exception at import, and a CUDA build on a CPU run is a skip."""
+    any other exception at import, and a CUDA build on a CPU run is a skip.
+    `on_event` (the build process's) hears each build start, finish or fail as it
+    happens, before the solution's own code goes on: what that code does next
+    (exits, hangs) cannot take back a build that finished."""
     import torch.utils.cpp_extension as cpp_extension
 
     hooks = BuildHooks()
     pch_root = os.environ.get("KBENCH_PCH_DIR")  # set for build processes only; the worker finds builds made
+    tell = on_event or (lambda event: None)
 
     def wrap(original):
         signature = inspect.signature(original)
@@ -67,12 +72,15 @@ def install_build_hooks(device: str) -> BuildHooks:
             if device == "cpu" and _wants_cuda(signature, args, kwargs):
                 raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
             args, kwargs = _quiet(signature, args, kwargs)
+            tell({"compile": "start"})
             try:
                 with _precompiled_header(pch_root, signature, args, kwargs, hooks):
                     module = original(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - re-raised; we only record it
                 hooks.failures.append(str(e))
+                tell({"compile": "failed", "text": str(e)})
                 raise
+            tell({"compile": "done"})
             hooks.extension_names.add(getattr(module, "__name__", ""))
             return module
 

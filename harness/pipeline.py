@@ -21,9 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, build, executors, junit, report, work
+from . import __version__, build, executors, junit, problem_sizes, report, task_seconds, work
 from .discover import Discovery, discover
+from .early_judges import EarlyJudges
 from .gate import GatePolicy
+from .run_clock import RunClock
 from .runlock import folder_lock
 from .store import STORE_NAME, ResultStore
 from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError
@@ -35,7 +37,7 @@ class RunConfig:
     solutions_dir: Path
     out_dir: Path | None = None
     options: Options = field(default_factory=Options)  # what decides verdicts and times: records.Options
-    build_jobs: int = 0  # 0: one per core, at most 16
+    build_jobs: int = 0  # 0: one per compile slot (a core, memory permitting: build_queue.compile_slots)
     cache_dir: Path = field(default_factory=lambda: default_cache_dir())
     use_cache: bool = True
     problem_filters: tuple[str, ...] = ()
@@ -179,20 +181,45 @@ def _log_path(out_dir: Path, task: Task) -> Path:
 
 
 def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
-    dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
-    found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
-    if not found.tasks:
-        where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
-        extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
-        raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
-    out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
-        return _run_locked(cfg, reporter, dev, found, out_dir)
+    clock = RunClock()
+    early = EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
+                                        cfg.executor == "local" and cfg.resume is None)
+    try:
+        dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
+        _check_gpus(cfg)
+        early.keep_if(dev.arch)
+        clock.lap("device")
+        found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
+        clock.lap("discovery")
+        if not found.tasks:
+            where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
+            extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
+            raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
+        out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
+            return _run_locked(cfg, reporter, dev, found, out_dir, clock, early)
+    finally:
+        early.discard()  # those no lane took
+
+
+def _check_gpus(cfg: RunConfig) -> None:
+    """--gpus indices this host has, each once."""
+    if cfg.device != "cuda" or not cfg.gpus:
+        return
+    import torch
+
+    count = torch.cuda.device_count()
+    bad = [g for g in cfg.gpus if not 0 <= g < count]
+    if bad or len(set(cfg.gpus)) != len(cfg.gpus):
+        which = f"GPU {bad[0]} is not one of this host's {count} (0-{count - 1})" if bad else "an index is repeated"
+        raise UserError(f"--gpus {','.join(map(str, cfg.gpus))}: {which}; see nvidia-smi and CUDA_VISIBLE_DEVICES")
 
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,
-                out_dir: Path) -> tuple[RunResults, Path]:
+                out_dir: Path, clock: RunClock | None = None,
+                early: EarlyJudges | None = None) -> tuple[RunResults, Path]:
+    clock = clock or RunClock()
     previous, earlier = _previous_results(cfg, reporter.note)
     prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
     done = {k: r for k, r in previous.items() if k in prints and r.fingerprint == prints[k]}
@@ -220,20 +247,26 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
     )
     results: dict[str, TaskResult] = dict(done)
     build_stage: dict = {}
+    clock.lap("resume")
 
     def snapshot(finished: bool = False) -> RunResults:
         ordered = tuple(results[t.key] for t in found.tasks if t.key in results) + tuple(kept)
-        return RunResults(replace(info, finished=_now() if finished else None, **build_stage), ordered)
+        return RunResults(replace(info, finished=_now() if finished else None, phase_seconds=clock.snapshot(),
+                                  **build_stage), ordered)
 
     carried = snapshot()
     with ResultStore.create(out_dir, info, [t.key for t in found.tasks] + [r.key for r in kept], carried.results) as store:
         _write_reports(carried, out_dir, cfg, with_junit=False)
+        clock.lap("run_folder")
         try:
             if todo:
-                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage)
+                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage, clock, early)
         except BaseException:  # Ctrl-C or a bug: what finished is in the store; write the reports from it
             _write_on_the_way_out(snapshot(), out_dir, cfg, store, reporter)
             raise
+        if todo:
+            task_seconds.save(cfg.cache_dir, [results[t.key] for t in todo if t.key in results])
+        clock.mark("until_reports")
         final = snapshot(finished=True)
         store.set_run(final.run)
     _write_reports(final, out_dir, cfg)
@@ -241,14 +274,17 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
 
 
 def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[str, str], out_dir: Path,
-               reporter: Reporter, store: ResultStore, results: dict[str, TaskResult], build_stage: dict) -> None:
+               reporter: Reporter, store: ResultStore, results: dict[str, TaskResult], build_stage: dict,
+               clock: RunClock, early: EarlyJudges | None = None) -> None:
     """Run `todo`; each result goes into `results` and the store as it finishes."""
     by_key = {t.key: t for t in todo}
     events = _Events(reporter, by_key, len(todo))
-    executor = _executor(cfg, dev, todo, events)
+    executor = _executor(cfg, dev, todo, events, clock, early)
     specs = [task_spec(t, cfg.options, prints[t.key]) for t in todo]
+    clock.lap("executor")
     reporter.build_started(len(todo))
     t0 = time.monotonic()
+    events.t0 = t0
     try:
         items = [(spec, _log_path(out_dir, by_key[spec.key])) for spec in specs]
         if hasattr(executor, "submit_many"):  # the local executor builds a run's tasks as one queue
@@ -269,7 +305,13 @@ def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[s
             results[spec.key] = result
             store.append(result)
             reporter.task_done(result)
+        clock.lap("tasks")  # from the first build's start to the last task's result
+        if events.first_start is not None:
+            clock.add("first_task_wait", round(events.first_start - t0, 3))
+        for name, seconds in getattr(executor, "timings", {}).items():
+            clock.add(name, seconds)
         executor.close()
+        clock.lap("executor_close")
     except BaseException:  # Ctrl-C: stop the builds and the judges now
         executor.close(cancel=True)
         raise
@@ -306,6 +348,7 @@ class _Events:
         self.reporter, self.by_key, self.total = reporter, by_key, total
         self.lock = threading.Lock()
         self.builds_left, self.cached, self.last_build, self.started_count = total, 0, time.monotonic(), 0
+        self.t0, self.first_start = time.monotonic(), None  # when the tasks were submitted; when the first began
 
     def built(self, key: str, result: BuildResult) -> None:
         with self.lock:
@@ -318,56 +361,88 @@ class _Events:
         with self.lock:
             index = self.started_count
             self.started_count += 1
+            if self.first_start is None:
+                self.first_start = time.monotonic()
         self.reporter.task_started(self.by_key[key], index, self.total)
 
     def note(self, text: str) -> None:
         self.reporter.note(text)
 
 
-def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events):
+def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events, clock: RunClock | None = None,
+              early: EarlyJudges | None = None):
     """The executor cfg names, with this host's facts."""
+    clock = clock or RunClock()
     if cfg.executor == "dask":
         from . import dask_executor
 
-        return dask_executor.DaskExecutor.for_run(cfg, events)
+        executor = dask_executor.DaskExecutor.for_run(cfg, events)
+        clock.lap("dask_cluster")
+        return executor
     bandwidth = None
+    clock.lap("executor")
     if cfg.device == "cuda" and cfg.options.time:
         from . import roofline
 
         bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ))) or None
         if not bandwidth:
             events.note("could not measure the device's copy bandwidth: no roofline floor this run")
-    jobs = cfg.build_jobs or min(16, os.cpu_count() or 1)  # nvcc with torch headers takes 1-2 GB each
+    clock.lap("bandwidth")
+    jobs = cfg.build_jobs or default_build_jobs()
     gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
-    hosts = [work.Host(cfg.cache_dir, cfg.device, dev.name, dev.arch, bandwidth, g, jobs, cfg.use_cache,
+    hosts = [work.Host(cfg.cache_dir, cfg.device, _gpu_name(g, dev), dev.arch, bandwidth, g, jobs, cfg.use_cache,
                        socket.gethostname()) for g in gpus]
     if cfg.executor == "inline":
         return executors.InlineExecutor(hosts[0], events)
     if cfg.executor != "local":
         raise UserError(f"--executor must be local, dask or inline, not '{cfg.executor}'")
     # The problems' sizes (to refuse a task that cannot fit) and check-set counts are
-    # found on the meta device, once per problem, in a thread while the builds run.
+    # found on the meta device, once per problem and cached by content, in a thread
+    # while the builds run.
     sizes: dict[str, dict | None] = {}
-    sizer = threading.Thread(target=lambda: sizes.update(_problem_bytes(todo)), daemon=True)
+
+    def find_sizes() -> None:
+        t0 = time.monotonic()
+        sizes.update(problem_sizes.of_files(sorted({t.problem_path for t in todo}), cfg.cache_dir))
+        clock.add("problem_sizes", time.monotonic() - t0)
+
+    sizer = threading.Thread(target=find_sizes, daemon=True)
     sizer.start()
 
     def shape(problem_path: str) -> dict | None:
-        sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
+        if sizer.is_alive():
+            t0 = time.monotonic()
+            sizer.join(timeout=120)  # a problem file that hangs on the meta device must not hang the run
+            clock.add("problem_sizes_wait", time.monotonic() - t0)
         return sizes.get(problem_path)
 
-    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape)
+    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape,
+                                   early=early, durations=task_seconds.load(cfg.cache_dir))
+
+
+def _gpu_name(index: int | None, dev: DeviceInfo) -> str:
+    """The name of the GPU `index` (hosts may mix kinds), else the first's."""
+    if index is None or dev.arch == "":
+        return dev.name
+    import torch
+
+    return torch.cuda.get_device_name(index)
+
+
+def default_build_jobs() -> int:
+    """Builds at once: one per compile slot (a core, memory permitting), so that
+    builds use every core while the GPUs time (the lanes' own processes run at a
+    higher priority than builds: build_queue.build_nice)."""
+    from .build_queue import compile_slots
+
+    return compile_slots()
+
 
 
 @functools.lru_cache(maxsize=None)
 def problem_sha(path: str) -> str:
     """The problem file's hash: `compare` calls no task faster or slower across a change of it."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _problem_bytes(tasks: list[Task]) -> dict[str, dict | None]:
-    from . import shapes
-
-    return shapes.bytes_of_files(sorted({t.problem_path for t in tasks}))
 
 
 def _now() -> str:

@@ -175,7 +175,8 @@ class TaskResult:
     overhead_seconds: Optional[float] = None
     # Where the worker's seconds went inside its phases: inputs, timing, check_* parts.
     spent_seconds: dict[str, float] = field(default_factory=dict)
-    gpu: Optional[int] = None  # the CUDA device index it ran on, with --gpus
+    gpu: Optional[int] = None  # the CUDA device index it ran on (as nvidia-smi numbers it where known)
+    gpu_name: Optional[str] = None  # that device's name, e.g. "NVIDIA H100 80GB HBM3"; None on --device cpu
     # Share of one profiled forward's work done by the solution's own code (its
     # kernels vs PyTorch's); None when unknown. no_custom_kernel below 2%.
     custom_share: Optional[float] = None
@@ -208,6 +209,10 @@ class RunInfo:
     unmatched: tuple[str, ...] = ()  # "path: reason" for solution files that match no problem
     build_seconds: Optional[float] = None  # wall time of the build stage (all builds, in parallel)
     builds_cached: Optional[int] = None  # of those, how many were found in the cache
+    # Where the run's own seconds went, outside its tasks' phases (harness/pipeline.py's
+    # RunClock): kbench's start, discovery, problem sizes, bandwidth, the build stage,
+    # the wait for the first judge, the tasks, ... ; bench/run_phases.py adds the tasks' phases.
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def precision(self) -> str:

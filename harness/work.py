@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from . import build, launch
+from . import build, gpus, launch
 from .isolate import Child
 from .records import BuildResult, Options, Source, Status, Task, TaskResult, TaskSpec
 
@@ -141,13 +141,16 @@ def header(spec: TaskSpec, build_log: str) -> str:
 
 
 def _as_submitted(result: TaskResult, spec: TaskSpec, task: Task, host: Host) -> TaskResult:
-    """Paths as the user knows them, and where the task ran."""
+    """Paths as the user knows them, and where the task ran: the host, and the GPU's
+    number and name (a Dask worker pinned to one GPU sees it as its first)."""
     message = result.message
     for local, theirs in ((task.solution_path, spec.solution_source.path), (task.problem_path, spec.problem_source.path)):
         if local != theirs:
             message = message.replace(local, theirs)
+    gpu = gpus.gpu_number(host.gpu_index) if host.device == "cuda" else None
     return replace(result, solution_path=spec.solution_source.path, message=message, fingerprint=spec.fingerprint,
-                   problem_sha256=spec.problem_source.sha256, worker=host.where, attempts=spec.attempt)
+                   problem_sha256=spec.problem_source.sha256, worker=host.where, attempts=spec.attempt,
+                   gpu=gpu, gpu_name=host.name if host.device == "cuda" else None)
 
 
 def _shape(problem_path: str) -> dict | None:
@@ -166,7 +169,9 @@ def _read_capped(path: Path) -> str:
 def probe_host(cache_dir: Path, device: str, *, gpu_index: int | None = None, build_jobs: int = 0,
                use_cache: bool = True, measure_bandwidth: bool = True, where: str = "") -> Host:
     """This host's facts for `device` (the GPU `gpu_index`, or the first visible one)."""
-    jobs = build_jobs or min(16, os.cpu_count() or 1)  # nvcc with torch headers takes 1-2 GB each
+    from .build_queue import compile_slots
+
+    jobs = build_jobs or compile_slots()  # a core each, as memory allows (nvcc on torch's headers takes 1-3 GB)
     where = where or socket.gethostname()
     if device == "cpu":
         return Host(cache_dir, "cpu", build_jobs=jobs, use_cache=use_cache, where=where)
@@ -181,7 +186,7 @@ def probe_host(cache_dir: Path, device: str, *, gpu_index: int | None = None, bu
 
         env = build.child_env(dict(os.environ))
         if gpu_index is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+            env["CUDA_VISIBLE_DEVICES"] = gpus.visible_device(gpu_index)
         bandwidth = roofline.cached_bandwidth(cache_dir, name, env)
     return Host(cache_dir, "cuda", name, f"{major}.{minor}", bandwidth, gpu_index, jobs, use_cache, where)
 

@@ -118,3 +118,30 @@ def test_profiled_ops_split_into_calls_between_markers_around_each_flush():
     assert [[op["name"] for op in call] for call in calls] == [["a", "memset", "b"], ["a"], ["memset", "c"]]
     # A trace that lost its first records (the first flush cut short) loses that call only.
     assert len(acc.split_calls(ops[3:], {"M"}, flush)) == 2
+
+
+def test_gpu_scaling_set_has_twenty_candidates_one_exiting_after_its_build(tmp_path):
+    """bench/gpu_scaling.py: the cold set less one wait copy, plus a kernel that exits at
+    import after its build (a rerun must not build it again)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_scaling.py"), "--dry-run", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT / "bench")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "20 candidates; dry run ok" in done.stdout
+    exits = tmp_path / "solutions" / "extra" / "level1" / "11_MSELoss.py"
+    text = exits.read_text()
+    assert text.index("load_inline(") < text.index("os._exit(3)")
+    assert not (tmp_path / "solutions" / "models" / "level1" / "12_Tanh" / "wait_10us.py").exists()
+
+
+def test_run_phases_reads_a_results_file(tmp_path):
+    """bench/run_phases.py: the run's phases, the tasks' phases summed, what came after the reports."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import run_phases
+
+    data = {"run": {"phase_seconds": {"start": 1.0, "tasks": 5.0, "until_reports": 7.0}},
+            "results": [{"phase_seconds": {"check": 1.5, "time": 1.0}, "spent_seconds": {"timing": 0.8}},
+                        {"phase_seconds": {"check": 0.5}, "spent_seconds": {}}]}
+    summary = run_phases.summarize(data, wall=8.5)
+    assert summary["tasks"] == {"check": 2.0, "time": 1.0} and summary["after_reports"] == 1.5
+    table = run_phases.render({"r": summary})
+    assert "| start | 1.00 |" in table and "| check | 2.00 |" in table and "| **wall** | 8.50 |" in table
