@@ -4,14 +4,23 @@ Each fixture solution carries `KBENCH_EXPECT = {"status": ..., "message": ...,
 "flags": [...]}` at module level. Optional keys: "may_flag" (flags allowed but not
 required; default ["noisy"]; host_bound is always allowed), "clock", "sol_clock" (the clock that timed the solution's side), "any_of" (alternative declarations) and
 "max_speedup": the reported speedup must be None or at most that value (a cheat
-whose defeat leaves an honest, correct, slow result). It is read with ast, never imported: the
-fixtures are the hostile code the harness must survive.
+whose defeat leaves an honest, correct, slow result), and "twin" with "max_ratio": where
+the result is ok with no flag that fails the default gate, its speedup must be at most
+max_ratio times that of the twin, an honest solution of the same kernel style in the same
+folder, judged in the same run (an attack on the judge's measure that works shows as a
+speedup its honest twin does not get; a twin that is not ok with a speedup is a mismatch).
+It is read with ast, never imported: the fixtures are the hostile code the harness must
+survive.
 """
 from __future__ import annotations
 
 import ast
 import json
 from pathlib import Path
+
+# The flags that fail kbench's default gate (harness/gate.py DEFAULT_FAIL_FLAGS): a result that
+# carries one is not a clean ok, so the twin's ratio does not apply to it.
+GATE_FLAGS = frozenset({"below_roofline", "input_mutation", "tampering", "timing_mismatch", "untimed_work"})
 
 
 def expected(path: str | Path) -> dict:
@@ -22,10 +31,33 @@ def expected(path: str | Path) -> dict:
     raise AssertionError(f"{path} declares no KBENCH_EXPECT")
 
 
-def _problems(r: dict, want: dict) -> list[str]:
+def twin_path(r: dict, want: dict) -> str:
+    """Where the twin a declaration names lies: beside the fixture."""
+    return str(Path(r["solution_path"]).with_name(want["twin"]))
+
+
+def _twin_problems(r: dict, want: dict, by_path: dict[str, dict]) -> list[str]:
+    if r["status"] != "ok" or GATE_FLAGS & set(r["flags"]):
+        return []
+    twin = by_path.get(twin_path(r, want))
+    if twin is None:
+        return [f"twin {want['twin']} was not judged in this run"]
+    if twin["status"] != "ok" or not twin.get("speedup"):
+        return [f"twin {want['twin']} got {twin['status']} with speedup {twin.get('speedup')}: nothing to compare with"]
+    if r.get("speedup") is None:
+        return []  # no figure, nothing gained
+    limit = want.get("max_ratio", 1.0) * twin["speedup"]
+    if r["speedup"] > limit:
+        return [f"speedup {r['speedup']:.3g} > {want.get('max_ratio', 1.0)} x twin {want['twin']}'s "
+                f"{twin['speedup']:.3g} ({r['speedup'] / twin['speedup']:.2f}x the twin)"]
+    return []
+
+
+def _problems(r: dict, want: dict, by_path: dict[str, dict] | None = None) -> list[str]:
     out = []
     if r["status"] != want["status"]:
-        return [f"status {r['status']} != {want['status']} ({r['message'][:300]})"]
+        said = r["message"][:300].replace(" / ", ", ").replace(";", ",")  # speed_only() splits on these
+        return [f"status {r['status']} != {want['status']} ({said})"]
     if want.get("message") and want["message"] not in r["message"]:
         out.append(f"message lacks {want['message']!r}: {r['message'][:300]}")
     missing = set(want.get("flags", [])) - set(r["flags"])
@@ -37,6 +69,8 @@ def _problems(r: dict, want: dict) -> list[str]:
         out.append(f"unexpected flags {sorted(unexpected)}")
     if want.get("max_speedup") is not None and r.get("speedup") is not None and r["speedup"] > want["max_speedup"]:
         out.append(f"speedup {r['speedup']:.3g} > max_speedup {want['max_speedup']}")
+    if want.get("twin"):
+        out += _twin_problems(r, want, by_path or {})
     clock = (r.get("timing") or {}).get("clock")
     if want.get("clock") and clock != want["clock"]:
         out.append(f"timed by {clock}, not {want['clock']}")
@@ -46,24 +80,31 @@ def _problems(r: dict, want: dict) -> list[str]:
     return out
 
 
-def mismatches(results: list[dict]) -> list[str]:
+def mismatches(results: list[dict], only: str | None = None) -> list[str]:
     """One line per result whose status, message or flags differ from its fixture's
     declaration. A declaration may list alternatives under "any_of" where the
-    hostile behaviour is a race the harness may catch either way."""
+    hostile behaviour is a race the harness may catch either way. Twins are looked
+    up among `results` (the same run). `only`: the file name of the one fixture to report."""
     bad = []
+    by_path = {str(Path(r["solution_path"])): r for r in results}
     for r in results:
-        want = expected(r["solution_path"])
         name = Path(r["solution_path"]).name
+        if only is not None and name != only:
+            continue
+        want = expected(r["solution_path"])
         options = want.get("any_of", [want])
-        found = [_problems(r, w) for w in options]
+        found = [_problems(r, w, by_path) for w in options]
         if all(found):
             bad.append(f"{r['problem']} {name}: " + " / ".join("; ".join(f) for f in found))
     return bad
 
 
 def speed_only(line: str) -> bool:
-    """Whether a mismatches() line misses only on a speedup above its bound."""
-    return all(part.strip().startswith("speedup ") for part in line.split(": ", 1)[1].split(";"))
+    """Whether a mismatches() line misses only on a speedup above its bound (its
+    max_speedup or its twin's ratio), in every alternative that got the status."""
+    alternatives = [a for a in line.split(": ", 1)[1].split(" / ") if not a.strip().startswith("status ")]
+    return bool(alternatives) and all(part.strip().startswith("speedup ")
+                                      for a in alternatives for part in a.split(";"))
 
 
 def measure_again(run_cli, adversarial: Path, work: Path, line: str) -> list[str]:
@@ -78,7 +119,6 @@ def measure_again(run_cli, adversarial: Path, work: Path, line: str) -> list[str
     proc = run_cli("run", "--problems", str(adversarial / "problems"), "--solutions", str(adversarial / "cpu"),
                    "-s", path.parent.parent.parent.name, "-p", problem, "--out", str(work),
                    "--device", "cpu", "--time-budget", "2", "--exit-zero")
-    results = [r for r in json.loads((work / "results.json").read_text())["results"]
-               if Path(r["solution_path"]).name == name]
-    assert len(results) == 1, proc.stderr[-3000:]
-    return mismatches(results)
+    results = json.loads((work / "results.json").read_text())["results"]
+    assert sum(Path(r["solution_path"]).name == name for r in results) == 1, proc.stderr[-3000:]
+    return mismatches(results, only=name)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import ROOT, kill_pids, marker_pids, pwned_files
-from expect import measure_again, mismatches, speed_only
+from expect import GATE_FLAGS, expected, measure_again, mismatches, speed_only
 
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
 
@@ -49,3 +49,22 @@ def test_a_fixture_measured_again_keeps_its_verdict(run_cli, tmp_path):
 @pytest.mark.gpu
 def test_cuda_fixtures_get_their_verdicts(run_cli, tmp_path):
     assert mismatches(_run(run_cli, tmp_path / "r", "cuda", "cuda")) == []
+
+
+def test_every_twin_is_beside_its_fixture_and_declares_a_plain_ok():
+    """A fixture held to its honest twin's speedup ("twin" in KBENCH_EXPECT) names a file in its own
+    folder, which declares ok with no gate-failing flag (so it has a speedup to compare with).
+    Read with ast for the CPU and the CUDA sets alike: no run needed."""
+    named = 0
+    for path in sorted([*(ADVERSARIAL / "cpu").rglob("*.py"), *(ADVERSARIAL / "cuda").rglob("*.py")]):
+        want = expected(path)
+        for option in want.get("any_of", [want]):
+            if not option.get("twin"):
+                continue
+            named += 1
+            twin = path.with_name(option["twin"])
+            assert twin.is_file(), f"{path}: twin {option['twin']} is not beside it"
+            assert option.get("max_ratio", 0) >= 1.0, f"{path}: max_ratio below 1 would fail an honest copy"
+            declared = expected(twin)
+            assert declared.get("status") == "ok" and not set(declared.get("flags", [])) & GATE_FLAGS, twin
+    assert named > 0

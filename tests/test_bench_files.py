@@ -145,3 +145,36 @@ def test_run_phases_reads_a_results_file(tmp_path):
     assert summary["tasks"] == {"check": 2.0, "time": 1.0} and summary["after_reports"] == 1.5
     table = run_phases.render({"r": summary})
     assert "| start | 1.00 |" in table and "| check | 2.00 |" in table and "| **wall** | 8.50 |" in table
+
+
+def test_evidence_bench_adds_its_honest_kernels_to_the_accuracy_set(tmp_path):
+    """bench/evidence/run.py: the accuracy set plus a microsecond softmax (and its in-place copy), a Triton row sum and
+    a naive 4096 x 4096 matmul; all written the way models write them, checked on the CPU."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "evidence" / "run.py"), "--dry-run", "--work",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run ok" in done.stdout
+    assert len(list((tmp_path / "problems").rglob("*.py"))) == 15
+    assert done.stdout.count("  solution ") == 19
+    assert "13_Softmax_Small/in_place.py: load_inline, legacy default stream" in done.stdout
+    assert "14_RowSum_Small.py: Triton" in done.stdout
+
+
+def test_evidence_alarms_from_synthetic_results():
+    """An honest task is an alarm if it is not ok or carries a gate-failing flag; the in-place softmax must carry
+    exactly input_mutation."""
+    sys.path.insert(0, str(ROOT / "bench" / "evidence"))
+    import run as evidence
+
+    row = _row("level1/15_Matmul_Square", "/w/solutions/models/level1/15_Matmul_Square.py", 2.6, 25.0)
+    assert evidence.alarms(row) == []
+    assert evidence.alarms({**row, "flags": ["noisy", "host_bound"]}) == []
+    assert evidence.alarms({**row, "flags": ["timing_mismatch"], "message": "leaves 1.08 ms"}) == [
+        "flagged timing_mismatch: leaves 1.08 ms"]
+    assert evidence.alarms({**row, "status": "runtime_error", "message": "boom"}) == ["runtime_error: boom"]
+    in_place = _row("level1/13_Softmax_Small", "/w/solutions/models/level1/13_Softmax_Small/in_place.py", 0.01, 0.01)
+    assert evidence.label(in_place) == "level1/13_Softmax_Small [in_place]"
+    assert evidence.alarms(in_place) == ["lacks input_mutation"]
+    assert evidence.alarms({**in_place, "flags": ["input_mutation"]}) == []
+    rows = evidence.summarize([{"results": [row]}, {"results": [{**row, "speedup": 0.1}]}])
+    assert rows[0]["task"] == "level1/15_Matmul_Square" and abs(rows[0]["spread_pct"] - 4.0) < 1e-6
