@@ -41,6 +41,7 @@ _FS_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE  # t
 
 # include/uapi/linux/prctl.h
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
+_PR_SET_THP_DISABLE = 41
 
 
 class SandboxUnavailable(Exception):
@@ -159,6 +160,17 @@ def become_subreaper() -> None:
 def make_undumpable() -> None:
     """Same-uid, non-root processes can no longer ptrace us or open /proc/<pid>/mem or fd."""
     _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def disable_huge_pages() -> None:
+    """No transparent huge pages for this process and the ones it starts (inherited, kept
+    across exec): whether a process's heap gets them is luck of alignment, and the two
+    sides of a CPU task are timed against each other on memory-bound calls. Best
+    effort: a kernel without the prctl keeps its default."""
+    try:
+        _prctl(_PR_SET_THP_DISABLE, 1)
+    except OSError:
+        pass
 
 
 def _fields(line: str) -> list[str]:

@@ -12,6 +12,8 @@ from harness.judge.spawn import spawn_candidate
 sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
 sandbox.make_undumpable()  # the candidate runs as the same user: no ptrace, no /proc/<pid>/fd
 sandbox.become_subreaper()  # whatever the candidate starts and orphans comes back here, to be killed
+if os.environ.get("KBENCH_DEVICE") == "cpu":
+    sandbox.disable_huge_pages()  # both sides alike: the candidate inherits it (sandbox.py says why)
 _spawned = spawn_candidate()
 
 from harness.judge.main import main  # noqa: E402 - after the candidate is started, on purpose
