@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import concurrent.futures
 import os
 from typing import Any, Callable
 
@@ -27,6 +28,7 @@ from .. import channel, cuda_ipc
 # Allocations mapped at once: a batch of large outputs can hold one each (the allocator
 # gives an allocation of over 10 MB a segment of its own).
 MAX_MAPS = 8192
+READ_LIMIT_S = 10.0  # a read of the candidate's memory that takes longer is blocked, not slow
 
 
 class OutputUnreadable(Exception):
@@ -42,9 +44,12 @@ def span_bytes(shape: list[int], stride: list[int], itemsize: int) -> int:
 
 
 class Reader:
-    def __init__(self, device: torch.device, pid: int, lent: Callable[[int], torch.Tensor | None]):
-        """`pid`: the candidate's process; `lent(id)`: the judge's tensor lent under that id."""
-        self.device, self.pid, self.lent = device, pid, lent
+    def __init__(self, device: torch.device, pid: int, lent: Callable[[int], torch.Tensor | None],
+                 on_stuck: Callable[[], None] = lambda: None):
+        """`pid`: the candidate's process; `lent(id)`: the judge's tensor lent under that id;
+        `on_stuck`: ends the candidate, when a read of its memory blocks."""
+        self.device, self.pid, self.lent, self.on_stuck = device, pid, lent, on_stuck
+        self._reads = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kbench-read")
         self._maps: dict[bytes, tuple[int, int]] = {}  # handle -> (address here, allocation size)
         self._mem: int | None = None  # /proc/<pid>/mem, opened once
 
@@ -130,7 +135,13 @@ class Reader:
                                        "a parent to read its child (Yama ptrace_scope 2 or 3)") from None
         out = torch.empty(span, dtype=torch.uint8)
         try:
-            got = os.preadv(self._mem, [memoryview(out.numpy())], address)
+            # In a thread with a limit: memory behind userfaultfd or a FUSE mapping can block a
+            # read for as long as the (stopped) candidate likes; ending it ends the read.
+            got = self._reads.submit(os.preadv, self._mem, [memoryview(out.numpy())], address).result(READ_LIMIT_S)
+        except concurrent.futures.TimeoutError:
+            self.on_stuck()
+            raise OutputUnreadable(f"reading the output's {span} bytes at 0x{address:x} blocked for {READ_LIMIT_S:g} s "
+                                   "(memory behind userfaultfd or a FUSE file?); candidate killed") from None
         except OSError as e:
             raise OutputUnreadable(f"cannot read the output's {span} bytes at 0x{address:x} in the candidate's "
                                    f"memory ({e.strerror})") from None

@@ -97,7 +97,7 @@ class Judge:
         self.ref_call_s: float | None = None  # the reference's seconds per call: what bounds a hang
         self.seen_signatures: set[tuple] = set()  # input shapes the candidate has been called on
         self.gpu_busy = GpuBusy(self.device) if self.device.type == "cuda" else None
-        self.reader = Reader(self.device, remote.proc.pid, self.shared.by_id)
+        self.reader = Reader(self.device, remote.proc.pid, self.shared.by_id, remote.kill)
         self._drain: Drain | None = None
         self._flush_buf: torch.Tensor | None = None
         self.pre_fixed_s: list[float] = []  # empty timed batches before the solution was imported (timing.py)

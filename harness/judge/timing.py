@@ -55,7 +55,7 @@ FIXED_SHARE = 0.02  # the fixed cost of a batch is at most this share of it
 MAX_CALLS = 4096  # calls per batch (copies of the inputs, outputs kept)
 MAX_BATCH_S = 0.2  # the slower side's batch at most (a 1000x gap: the faster side's batch is then short)
 WARM_CALLS = 16  # a batch of this many after the single calls of the warm-up, for the time per call
-MEMORY_SHARE = 0.4  # of the GPU's free memory, for the copies and both sides' outputs
+MEMORY_SHARE = 0.4  # of the GPU's free memory, for both sides' copies and outputs
 MUTATION_EVERY = 5  # compare a lent copy with its values every 5th pair
 # How far the candidate's own events may sit from the judge's measure (Timer._after): honest
 # candidates' sat 4-7% below it on an H200 (batches of 1-400 calls), more for batches of one
@@ -67,6 +67,7 @@ CLAIM_BATCH_S = 0.5e-3
 # (Another context's time slice on an H100 is ~2 ms; a batch's fixed cost varies by tens of us.)
 CONTENDED_SHARE, CONTENDED_MIN_S, CONTENDED_RETRIES, CONTENDED_PAUSE_S = 0.10, 200e-6, 5, 0.02
 STARTED_MAX_S = 0.05  # CPU used by processes the candidate started, while timed (5 clock ticks)
+COTENANT_SHARE = 0.1  # and by the candidate's own, while stopped, as a share of the reference's batches
 
 
 @dataclass
@@ -151,6 +152,8 @@ class Timer:
         self.graphs: tuple[batches.Graph, Any] | None = None  # (the reference's graph, the capture's reply)
         self.ref_eager: batches.Eager | None = None
         self.locator = Locator(judge.device)
+        self.sched = _scheduling()  # the judge's own, as it started timing
+        self.cotenant_s = self.ref_wall_s = 0.0  # the candidate's CPU beside the reference's batches, and their wall
 
     # -- fixed costs ------------------------------------------------------------
     def _fixed_costs(self) -> None:
@@ -178,13 +181,17 @@ class Timer:
     # -- inputs -----------------------------------------------------------------
     def _bind(self, n: int) -> None:
         """Lend n copies of the inputs, stacked: for each input a tensor [n, ...] (or
-        the plain value, the same for every call)."""
+        the plain value, the same for every call); and keep n copies of the judge's own
+        (staging), where fresh values are drawn and the reference reads them."""
         self.j.reader.release()
-        self.stacked = self.copies = None
+        self.stacked = self.copies = self.staging = self.ref_copies = None
         first = self.j.make_inputs(self._next_seed())
         stacked = [self.j.shared.alloc((n, *x.shape), x.dtype) if isinstance(x, torch.Tensor) else x for x in first]
-        self.stacked, self.n = stacked, n
-        self.copies = [[s[i] if isinstance(s, torch.Tensor) else s for s in stacked] for i in range(n)]
+        staging = [torch.empty((n, *x.shape), dtype=x.dtype, device=x.device) if isinstance(x, torch.Tensor) else x
+                   for x in first]
+        self.stacked, self.staging, self.n = stacked, staging, n
+        self.copies = _rows(stacked, n)
+        self.ref_copies = _rows(staging, n)
         fds: list[int] = []
         self.j.ask({"op": "bind", "n": n, "stacked": channel.encode(stacked, fds)}, fds)
         self.limit = self.j.call_limit(self.copies[0], "a timed batch", calls=n)
@@ -193,21 +200,25 @@ class Timer:
         self.seed += 1
         return self.seed
 
-    def _refresh(self, n: int) -> list[int]:
-        """Fresh values into the first n copies (the same copies both sides read); their seeds."""
-        seeds = []
+    def _refresh(self, n: int) -> None:
+        """Fresh values for the first n calls, drawn into the judge's own copies, then
+        written into the lent ones in one copy per input: a candidate whose GPU stream
+        waits for its inputs to change (cuStreamWaitValue32 on a lent buffer) is woken
+        once, right before its batch, and what it runs then is found by the probe that
+        follows (Timer._pair), not hidden behind the judge's minutes of drawing."""
         for i in range(n):
-            seeds.append(self._next_seed())
-            values = self.j.make_inputs(seeds[-1])
-            for s, v in zip(self.stacked, values):
+            values = self.j.make_inputs(self._next_seed())
+            for s, v in zip(self.staging, values):
                 if isinstance(s, torch.Tensor):
                     if not isinstance(v, torch.Tensor) or v.shape != s.shape[1:] or v.dtype != s.dtype:
                         raise TaskFailed(Status.PROBLEM_ERROR,
                                          f"problem file {self.j.spec['problem_path']}: get_inputs() returns inputs of "
                                          "another shape or dtype for another seed; timing needs the same each time")
                     s[i].copy_(v)
+        for lent, own in zip(self.stacked, self.staging):
+            if isinstance(lent, torch.Tensor):
+                lent[:n].copy_(own[:n])
         self.j.sync()
-        return seeds
 
     def _flush(self) -> None:
         """Caches cold before each batch, by the judge: the same for both sides."""
@@ -215,10 +226,20 @@ class Timer:
 
     # -- one pair ---------------------------------------------------------------
     def _pair(self, n: int, graph: bool, keep: bool = True) -> "Pair":
-        """One batch of each side on the same fresh values, the reference first (it
-        reads values the candidate has not been lent yet, so nothing the candidate
-        writes into them reaches it), each output compared. Nothing is kept here."""
-        seeds = self._refresh(n)
+        """One batch of each side on the same fresh values, each output compared; the
+        candidate first, right after its inputs are written (so that no work its GPU
+        streams start on that write runs unseen), the reference after it, on the
+        judge's own copies of the values (nothing the candidate writes reaches it).
+        Nothing is kept here."""
+        self._refresh(n)
+        self._flush()
+        # Work of the candidate's on the GPU now ran while it was stopped: a stream that
+        # waited for its inputs to be written. The pair is measured again (another
+        # program's work passes); still there, it is untimed_work (_settled_pair).
+        busy_before = self.j.drain.wait() if self.cuda else 0.0
+        sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
+        self.j.note_threads(reply)
+        outs = self.graph_outs if graph else self._read_calls(reply, n)
         # The candidate's bookkeeping per call, done here too (and thrown away), with a
         # batch kept from one pair to the next as the candidate keeps its: each batch frees
         # the last one's outputs as it starts, on both sides.
@@ -226,25 +247,21 @@ class Timer:
         if graph:
             ref_batch = self.graphs[0]
         else:
-            if self.ref_eager is None or self.ref_eager.copies is not self.copies:
-                self.ref_eager = batches.Eager(self.j.call_reference, self.copies)
+            if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
+                self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
             ref_batch = self.ref_eager
         ref = self._reference_batch(ref_batch, n, None if graph else log, keep)
         base = None
         if self.baseline is not None:
             self._flush()
-            base = self._measure_reference(batches.Eager(self.baseline, self.copies), n)
-        self._flush()
-        sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
-        self.j.note_threads(reply)
-        outs = self.graph_outs if graph else self._read_calls(reply, n)
+            base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
         self._compare(outs, ref_batch.outs, n)
         self.checked += 1
-        if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.j.make_inputs(seeds[0])):
+        if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
             self.j.flags.add(Flag.INPUT_MUTATION)
-        self.result.last_inputs = self.copies[n - 1]
+        self.result.last_inputs = self.ref_copies[n - 1]
         sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
-        return Pair(n, ref, sol, base, outs)
+        return Pair(n, ref, sol, base, outs, busy_before)
 
     def _settled_pair(self, n: int, graph: bool) -> "Pair":
         """A pair whose candidate batch took the judge longer than its own events explain
@@ -255,10 +272,18 @@ class Timer:
         for attempt in range(CONTENDED_RETRIES + 1):
             p = self._pair(n, graph)
             judged, claimed = p.sol[0] - self.fixed_s, p.sol[1]
-            if not self.cuda or claimed is None or judged - claimed / 1e3 <= CLAIM_SHARE * judged + CLAIM_BATCH_S:
+            if not p.busy_before and (not self.cuda or claimed is None
+                                      or judged - claimed / 1e3 <= CLAIM_SHARE * judged + CLAIM_BATCH_S):
                 return p
             if attempt < CONTENDED_RETRIES:
                 time.sleep(CONTENDED_PAUSE_S * 2 ** attempt)
+        if p.busy_before:
+            self.result.flags.add(Flag.UNTIMED_WORK)
+            note = (f"the GPU was busy for {p.busy_before * 1e3:.2f} ms after the judge wrote the candidate's inputs "
+                    "and before its batch was asked for, in every try: work of the candidate's that its inputs set off "
+                    "while it was stopped (a stream waiting on them?)")
+            if note not in self.result.notes:
+                self.result.notes.append(note)
         return p
 
     def _keep(self, p: "Pair", into: "PairResult | None" = None) -> None:
@@ -273,8 +298,14 @@ class Timer:
         the GPU slowed it: another process's time slices show in the wall time, not in the
         batch's own events. Still slowed after the last try, a kept batch flags the task."""
         for attempt in range(CONTENDED_RETRIES + 1):
+            self._guard_own_scheduling()
             self._flush()
+            cpu0 = self.j.remote.freezer.cpu_seconds()
             seconds, events, host = self._measure_reference(batch, n, log)
+            # A stopped process's thread inside a system call (a long mmap(MAP_POPULATE), a
+            # read) runs on until the call returns: its CPU beside the reference is counted.
+            self.cotenant_s += self.j.remote.freezer.cpu_seconds() - cpu0
+            self.ref_wall_s += seconds
             if TRACE:
                 print(f"[kbench trace] reference n={n}: {seconds * 1e6:.0f} us, its events {events}", flush=True)
             if events is None:
@@ -292,6 +323,24 @@ class Timer:
             if not any(n_.startswith("the reference's batches met") for n_ in self.result.notes):
                 self.result.notes.append(note)
         return seconds, events, host
+
+    def _guard_own_scheduling(self) -> None:
+        """The candidate runs as the judge's user: it can renice the judge, change its
+        scheduling policy or its CPUs (Landlock does not stop that), and starve the
+        reference's loop. Put back what can be put back, and say so (tampering)."""
+        now = _scheduling()
+        if now == self.sched:
+            return
+        self.j.flags.add(Flag.TAMPERING)
+        note = "the judge's scheduling (nice, policy or CPUs) was changed from outside while the task ran"
+        if note not in self.result.notes:
+            self.result.notes.append(note)
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, self.sched[0])
+            os.sched_setscheduler(0, self.sched[1], os.sched_param(0))
+            os.sched_setaffinity(0, self.sched[2])
+        except (OSError, AttributeError):
+            pass  # lowering one's nice needs privileges: the flag stands
 
     def _read_calls(self, reply: dict, n: int) -> list:
         """The candidate's n outputs, read from its memory. Outputs of different calls
@@ -333,7 +382,7 @@ class Timer:
         target = max(TARGET_S[self.j.device.type], max(self.fixed_s, self.ref_fixed_s) / FIXED_SHARE)
         n = math.ceil(target / max(fast_s, 1e-7))
         n = max(1, min(MAX_CALLS, n, math.floor(MAX_BATCH_S / max(slow_s, 1e-7))))
-        per_copy = shapes.nbytes(self.copies[0]) + 2 * max(self.out_bytes, 1)
+        per_copy = 2 * shapes.nbytes(self.copies[0]) + 2 * max(self.out_bytes, 1)  # lent and own; both outputs
         if self.cuda:
             free, _total = torch.cuda.mem_get_info(self.j.device)
             n = min(n, max(1, int(MEMORY_SHARE * free // per_copy)))
@@ -347,7 +396,7 @@ class Timer:
         (n, why not). n came from eager calls; a replay is faster, so once its time is
         known, n is planned again (and the graphs captured again) where that adds calls."""
         try:
-            ref_graph = batches.Graph(self.j.forward_reference, self.copies, n)
+            ref_graph = batches.Graph(self.j.forward_reference, self.ref_copies, n)
         except Exception as e:  # noqa: BLE001 - a reference may not be capturable: not the problem's bug
             _settle(self.j.device)
             return n, f"the reference cannot be captured: {str(e).splitlines()[0][:200]}"
@@ -481,6 +530,11 @@ class Timer:
         if started_s > STARTED_MAX_S:
             r.flags.add(Flag.UNTIMED_WORK)
             r.notes.append(f"processes the solution started used {started_s:.2f} s of CPU while it was timed")
+        if self.cotenant_s > max(STARTED_MAX_S, COTENANT_SHARE * self.ref_wall_s):
+            r.flags.add(Flag.UNTIMED_WORK)
+            r.notes.append(f"the candidate's processes used {self.cotenant_s:.2f} s of CPU while stopped, beside the "
+                           f"reference's {self.ref_wall_s:.2f} s of batches (work inside a system call runs on past "
+                           "a stop)")
         j.ask({"op": "guard"})
         own = lambda side: side.claimed_ms if len(side.claimed_ms) == len(side.ms) else side.ms  # noqa: E731
         r.ref.figure, r.sol.figure = own(r.ref), r.sol.ms
@@ -514,6 +568,7 @@ class Pair:
     sol: tuple
     base: tuple | None
     outs: list  # the candidate's outputs as read
+    busy_before: float = 0.0  # seconds the GPU was busy between writing the inputs and the batch
 
 
 class _SharedMemory(TaskFailed):
@@ -534,6 +589,16 @@ def _refuse_shared_memory(outs: list) -> None:
         if b0 < a1 and i != k:
             raise _SharedMemory(f"the outputs of calls {min(i, k) + 1} and {max(i, k) + 1} share memory (one output "
                                 "buffer for every call?)")
+
+
+def _scheduling() -> tuple:
+    """This process's nice, scheduling policy and CPUs."""
+    return (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), frozenset(os.sched_getaffinity(0)))
+
+
+def _rows(stacked: list, n: int) -> list[list]:
+    """Call i's inputs: row i of each stacked tensor, or the plain value."""
+    return [[s[i] if isinstance(s, torch.Tensor) else s for s in stacked] for i in range(n)]
 
 
 def _quietly(fn: Callable) -> Callable:
