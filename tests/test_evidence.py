@@ -137,3 +137,20 @@ def test_the_freezer_stops_the_candidate_and_all_it_started_and_measures_their_c
         except (ProcessLookupError, UnboundLocalError):
             pass
         child.wait(), helper.wait()
+
+
+def test_outputs_of_two_calls_in_one_buffer_are_told_by_their_locations():
+    """A batch whose calls return one buffer: on the CPU the judge reads copies, which
+    never overlap, so the locations the candidate gave decide (the solution is then
+    timed one call per batch, not failed)."""
+    from harness.judge.timing import _SharedMemory, _refuse_shared_memory
+
+    layout = {"t": "Tensor", "dtype": "float32", "shape": [4, 4], "stride": [4, 1], "device": "cpu"}
+    apart = [{**layout, "at": ["addr", 4096 + 64 * i]} for i in range(3)]
+    _refuse_shared_memory(apart, [])
+    with pytest.raises(_SharedMemory, match="calls 1 and 2 share memory"):
+        _refuse_shared_memory([{**layout, "at": ["addr", 4096]}, {**layout, "at": ["addr", 4096 + 32]}], [])
+    in_segments = [{**layout, "at": ["seg", 0, 0]}, {**layout, "at": ["seg", 1, 0]}]  # two segments: no overlap
+    _refuse_shared_memory(in_segments, ["aGFuZGxlMQ==", "aGFuZGxlMg=="])
+    with pytest.raises(_SharedMemory):
+        _refuse_shared_memory(in_segments, ["aGFuZGxlMQ==", "aGFuZGxlMQ=="])  # the same segment, the same offset

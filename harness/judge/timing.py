@@ -43,6 +43,7 @@ import torch
 
 from .. import batches, channel, check, sandbox, shapes, stats
 from ..locate import Locator
+from .read import span_bytes
 from ..records import Flag, Status
 from . import limits
 from .task import Judge, TaskFailed
@@ -349,13 +350,11 @@ class Timer:
         if not isinstance(ats, list) or len(ats) != n or not isinstance(odd, dict):
             raise TaskFailed(Status.CRASHED, "the candidate described its batch's outputs wrongly")
         self.j.quiesce()
-        outs = []
-        for i in range(n):
-            desc = odd.get(str(i)) or (first if i == 0 else _with_locations(first, ats[i]))
-            outs.append(self.j.read({"out": desc, "segs": reply.get("segs")}, settled=True))
+        descs = [odd.get(str(i)) or (first if i == 0 else _with_locations(first, ats[i])) for i in range(n)]
+        segs = reply.get("segs") if isinstance(reply.get("segs"), list) else []
         if n > 1:
-            _refuse_shared_memory(outs)
-        return outs
+            _refuse_shared_memory(descs, segs)
+        return [self.j.read({"out": desc, "segs": segs}, settled=True) for desc in descs]
 
     def _compare(self, sol_outs: list, ref_outs: list, n: int) -> None:
         """Every call's output against the reference's on the same values (relative L2),
@@ -576,19 +575,36 @@ class _SharedMemory(TaskFailed):
         super().__init__(Status.INCORRECT, message)
 
 
-def _refuse_shared_memory(outs: list) -> None:
-    """Raise _SharedMemory where the outputs of two calls overlap in memory."""
+def _refuse_shared_memory(descs: list, segs: list) -> None:
+    """Raise _SharedMemory where the outputs of two calls overlap in the candidate's
+    memory (by the locations it gave: on the CPU the judge reads copies, which never do)."""
     spans = []
-    for i, out in enumerate(outs):
-        for t in batches.leaves(out):
-            if isinstance(t, torch.Tensor) and t.numel():
-                start = t.data_ptr()
-                spans.append((start, start + _span(t), i))
+    for i, desc in enumerate(descs):
+        for key, start, size in _locations(desc, segs):
+            spans.append((key, start, start + size, i))
     spans.sort()
-    for (a0, a1, i), (b0, b1, k) in zip(spans, spans[1:]):
-        if b0 < a1 and i != k:
+    for (ka, a0, a1, i), (kb, b0, b1, k) in zip(spans, spans[1:]):
+        if ka == kb and b0 < a1 and i != k:
             raise _SharedMemory(f"the outputs of calls {min(i, k) + 1} and {max(i, k) + 1} share memory (one output "
                                 "buffer for every call?)")
+
+
+def _locations(desc: Any, segs: list):
+    """(memory, start, bytes) of each tensor an output description places."""
+    if isinstance(desc, dict) and isinstance(desc.get("items"), list):
+        for item in desc["items"]:
+            yield from _locations(item, segs)
+    elif isinstance(desc, dict) and desc.get("t") == "Tensor" and isinstance(desc.get("at"), list):
+        at = desc["at"]
+        try:
+            size = span_bytes(desc["shape"], desc["stride"], torch.empty((), dtype=channel.dtype_of(desc["dtype"])).element_size())
+        except (KeyError, TypeError, channel.ChannelError):
+            return
+        if size and at[:1] == ["addr"] and len(at) == 2:
+            yield ("addr",), at[1], size
+        elif size and at[:1] in (["seg"], ["lent"]) and len(at) == 3:
+            where = segs[at[1]] if at[0] == "seg" and isinstance(at[1], int) and 0 <= at[1] < len(segs) else at[1]
+            yield (at[0], where), at[2], size
 
 
 def _scheduling() -> tuple:
