@@ -628,10 +628,6 @@ def _quietly(fn: Callable) -> Callable:
     return run
 
 
-def _span(t: torch.Tensor) -> int:
-    return (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
-
-
 def _with_locations(first: Any, ats: Any) -> Any:
     """The first call's description with each tensor's location replaced, in order."""
     if not isinstance(ats, list):
