@@ -42,12 +42,14 @@ class Drain:
         torch.cuda.synchronize(self.device)
         return _perf() - t0
 
-    def wait(self, limit_s: float = 60.0) -> float:
+    def wait(self, limit_s: float = 60.0, busy_above_s: float | None = None) -> float:
         """Probe until the GPU is idle; the seconds it was found busy (0.0 when the
-        first probe was fast). Gives up after `limit_s` (a hang is the caller's to judge)."""
+        first probe was fast). Gives up after `limit_s` (a hang is the caller's to judge).
+        `busy_above_s`: a probe slower than this met other work (default: 3x an idle one)."""
+        above = busy_above_s or self.busy_above_s
         start = _perf()
         while True:
-            if self.probe() <= self.busy_above_s:
-                return 0.0 if _perf() - start <= self.busy_above_s else _perf() - start
+            if self.probe() <= above:
+                return 0.0 if _perf() - start <= above else _perf() - start
             if _perf() - start > limit_s:
                 return _perf() - start

@@ -66,7 +66,12 @@ CLAIM_BATCH_S = 0.5e-3
 # A reference batch whose wall time (less the fixed cost) exceeds its own events by this share, and
 # this much, met other work on the GPU: measured again, up to CONTENDED_RETRIES times.
 # (Another context's time slice on an H100 is ~2 ms; a batch's fixed cost varies by tens of us.)
-CONTENDED_SHARE, CONTENDED_MIN_S, CONTENDED_RETRIES, CONTENDED_PAUSE_S = 0.10, 200e-6, 5, 0.02
+# A batch's own overhead beyond its events varies by up to ~0.3 ms (one-call batches on an H100, 2026-11-26).
+CONTENDED_SHARE, CONTENDED_MIN_S, CONTENDED_RETRIES, CONTENDED_PAUSE_S = 0.10, 500e-6, 5, 0.02
+# The probe between writing the candidate's inputs and its batch: the first probe after the judge's
+# own drawing read 0.07-0.16 ms on an H100 with nothing else on the GPU (2026-11-26); another
+# context's queued work holds it for a time slice (~2 ms).
+BEFORE_BATCH_BUSY_S = 0.5e-3
 STARTED_MAX_S = 0.05  # CPU used by processes the candidate started, while timed (5 clock ticks)
 COTENANT_SHARE = 0.1  # and by the candidate's own, while stopped, as a share of the reference's batches
 
@@ -237,7 +242,7 @@ class Timer:
         # Work of the candidate's on the GPU now ran while it was stopped: a stream that
         # waited for its inputs to be written. The pair is measured again (another
         # program's work passes); still there, it is untimed_work (_settled_pair).
-        busy_before = self.j.drain.wait() if self.cuda else 0.0
+        busy_before = self.j.drain.wait(busy_above_s=BEFORE_BATCH_BUSY_S) if self.cuda else 0.0
         sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
         self.j.note_threads(reply)
         outs = self.graph_outs if graph else self._read_calls(reply, n)
