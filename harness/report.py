@@ -236,28 +236,67 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "",
         _md_table(header, rows),
         "",
-        "Times are medians of the device's work: CUDA events around each call, queued with it while the GPU is "
-        "held so that the host's dispatch is not timed, with L2 flushed before it (cuda_events); the same inside a "
-        "CUDA graph so that no launch gap is timed (cuda_graph, for calls of a few microseconds), or in bursts of "
-        "eager calls back to back inside one event pair where a graph is not valid (cuda_burst); host wall time "
-        "around a device synchronize for a side whose call synchronizes inside (host_wall); or the host clock on "
-        "--device cpu (cpu_clock). Host time (ref host, sol host) is how long the host takes to queue one call; "
-        "host_bound marks a task where it exceeds a side's device time. Speedup = reference median / solution "
-        "median, with a bootstrap 95% interval. Timed by: " + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
+        _timing_note(set(clocks.index))
+        + (" Timed by: " + ", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) + "."
+           if len(clocks) else "")
         + _overhead_line(run),
         "",
     ]
     if info.unmatched:
         out += ["## Solution files that match no problem", ""] + [f"- {u}" for u in info.unmatched] + [""]
-    notes = [r for r in run.results if r.status is not Status.OK or r.flags]
+    notes = [r for r in run.results if r.status is not Status.OK or r.flags or not verdict(r, policy).passed]
     if notes:
         out += ["## Failures and flags", ""]
         for r in notes:
             flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
+            # The gate's own reason where the status does not give it (a failing flag, --min-speedup).
+            extra = [x for x in verdict(r, policy).reasons if x != r.status.value]
+            gate_note = f" fails the gate: {'; '.join(extra)}." if extra else ""
             message = f": {r.message}" if r.message else ""
-            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`){message}")
+            log = f" (log: {log_link(r.log_path)})" if r.log_path else ""
+            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` "
+                       f"(`{r.solution_path}`){message}{gate_note}{log}")
         out.append("")
     return "\n".join(out)
+
+
+def log_link(log_path: str) -> str:
+    """A markdown link to a task's log, relative to report.md: the run writes logs under
+    <run folder>/logs/, beside report.md, so the link survives moving the folder."""
+    parts = PurePath(log_path).parts
+    if "logs" in parts:
+        inside = "/".join(parts[len(parts) - 1 - parts[::-1].index("logs"):])
+        return f"[{inside}]({inside.replace(' ', '%20')})"
+    return f"`{log_path}`"
+
+
+# What each clock is, said only for the clocks that timed something in this run: a CPU
+# report must not describe CUDA events.
+CLOCK_NOTES = {
+    "cuda_events": "CUDA events around each call, queued with it while the GPU is held so that the host's "
+                   "dispatch is not timed, with L2 flushed before it (cuda_events)",
+    "cuda_graph": "CUDA events around calls captured in a CUDA graph, so that no launch gap is timed (cuda_graph, "
+                  "for calls of a few microseconds)",
+    "cuda_burst": "CUDA events around bursts of eager calls back to back, where a graph is not valid (cuda_burst)",
+    "host_wall": "host wall time around a device synchronize, for a side whose call synchronizes inside (host_wall)",
+    "cuda_events_shadow": "CUDA events behind a short GPU spin, on a machine where the GPU cannot be held "
+                          "(cuda_events_shadow)",
+    "cpu_clock": "the judge's wall clock around batches of calls on the CPU, for the reference and the solution "
+                 "alike, each side with --cpu-threads threads and the caches flushed before a call (cpu_clock)",
+}
+
+
+def _timing_note(clocks: set[str]) -> str:
+    sides = {part for clock in clocks for part in str(clock).split("/")}  # "host_wall/cuda_events": per side
+    known = [CLOCK_NOTES[c] for c in CLOCK_NOTES if c in sides]
+    if not known:
+        return "Nothing was timed."
+    gpu = sides & {"cuda_events", "cuda_graph", "cuda_burst", "cuda_events_shadow"}
+    text = "Times are medians of " + "; ".join(known) + "."
+    if gpu:
+        text += (" Host time (ref host, sol host) is how long the host takes to queue one call; host_bound marks "
+                 "a task where it exceeds a side's device time.")
+    return text + " Speedup = reference median / solution median, with a bootstrap 95% interval."
 
 
 def problem_errors(run: RunResults) -> list[tuple[str, int, str]]:
