@@ -2,6 +2,7 @@
 
 Each fixture solution declares the verdict it must get (tests/expect.py).
 """
+import io
 import json
 import os
 import signal
@@ -128,12 +129,14 @@ def test_resume_reuses_finished_tasks(run_cli, tmp_path):
 
 
 def test_no_gpu_says_so_in_one_line(run_cli):
+    """Folders given and no GPU: a CUDA run cannot happen, and the line says what can.
+    (With no folders given, `kbench run` runs the CPU demo set: tests/test_demo.py.)"""
     pytest.importorskip("torch")
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    proc = run_cli("run")
+    proc = run_cli("run", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--device cpu" in lines[0]
@@ -183,12 +186,17 @@ def test_ctrl_c_ends_the_process_even_if_the_orderly_stop_hangs(monkeypatch):
     monkeypatch.setattr(cli, "INTERRUPT_GRACE_S", 0.05)
     monkeypatch.setattr(cli.os, "_exit", lambda code: (codes.append(code), exited.set()))
     monkeypatch.setattr(harness.isolate, "kill_all", lambda: None)
+    said = io.StringIO()
+    monkeypatch.setattr(cli.sys, "stderr", said)
+    reporter = cli.console.RichReporter(cli.GatePolicy())
+    reporter.run_folder(Path("results/20261126-140000-2"))
     previous = signal.getsignal(signal.SIGINT)
     try:
         with pytest.raises(KeyboardInterrupt):
-            cli._interrupt_with_deadline(signal.SIGINT, None)
+            cli._interrupt_with_deadline(reporter, signal.SIGINT, None)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # a second Ctrl-C is plain
         assert exited.wait(5) and codes == [130]  # the "hung" cleanup never returned; the deadline ended it
+        assert "continue with --resume results/20261126-140000-2" in said.getvalue()  # the run's own folder
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -215,7 +223,7 @@ def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "--resume" in err
+    assert f"finished tasks are saved in {out}: continue with --resume {out}" in err  # the path, not RUN_DIR
     kept = json.loads((out / "results.json").read_text())  # written on the way out
     assert len(kept["results"]) >= len(done) and kept["run"]["finished"] is None
 
