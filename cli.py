@@ -203,11 +203,9 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         no_cache, trials, seed, precision, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
         resume, junit_path, cpu_threads, executor, scheduler, dask_workers) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
-    from harness import pipeline
+    from harness import demo, pipeline
     from harness.isolate import kill_all
     from harness.records import Options, TimingConfig
-
-    from harness import demo
     from harness.usage import writable_file
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
@@ -217,10 +215,10 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         raise UserError("--scheduler needs --executor dask")
     if junit_path is not None:
         writable_file(junit_path, "--junit", created_by_run=resume or out)
-    given = lambda name: click.get_current_context().get_parameter_source(name) is not ParameterSource.DEFAULT  # noqa: E731
-    if device is None and not given("problems") and not given("solutions") and demo.wanted():
+    if device is None and not _given("problems") and not _given("solutions") and demo.wanted():
+        # The README's first command on a machine without a GPU: see harness/demo.py.
         problems, solutions, device = demo.PROBLEMS, demo.SOLUTIONS, "cpu"
-        time_budget = time_budget if given("time_budget") else demo.TIME_BUDGET_S
+        time_budget = time_budget if _given("time_budget") else demo.TIME_BUDGET_S
         console.note(demo.NOTE)
     if timing_mode == "graph" and device == "cpu":
         raise UserError("--timing-mode graph needs --device cuda: CUDA graphs do not exist on the CPU; use auto or events")
@@ -255,6 +253,11 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed ({reasons_summary(verdict)})"
                      + (" (--exit-zero: exit 0)" if policy.exit_zero else ""))
     sys.exit(verdict.exit_code)
+
+
+def _given(option: str) -> bool:
+    """Whether the user passed this option (its value may still equal the default)."""
+    return click.get_current_context().get_parameter_source(option) is not ParameterSource.DEFAULT
 
 
 def _parse_gpus(text: str) -> tuple[int, ...]:

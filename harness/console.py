@@ -82,6 +82,11 @@ class RichReporter:
     def build_done(self, task: Task, result: BuildResult) -> None:
         self.progress.advance(self.build_bar)
         self.progress.update(self.build_bar, current=_task_name(task))
+        if result is not None and not result.cached and result.seconds >= 1:
+            # A compile takes tens of seconds, and on --device cpu no task starts while one
+            # runs: without these lines a CI log (no live bar) is silent for minutes.
+            done = "built" if result.ok else "build failed:"
+            self.progress.console.print(f"[dim]{done} {escape(_task_name(task))} in {result.seconds:.0f} s[/]")
 
     def task_started(self, task: Task, index: int, total: int) -> None:
         if self.first_start is None:

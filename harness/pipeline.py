@@ -24,7 +24,7 @@ from typing import Protocol
 from . import __version__, build, executors, junit, report, work
 from .discover import Discovery, discover, why_nothing_to_run
 from .gate import GatePolicy
-from .runlock import folder_lock
+from .runlock import LOCK_NAME, folder_lock
 from .usage import not_an_earlier_run
 from .store import STORE_NAME, ResultStore
 from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError
@@ -203,6 +203,9 @@ def _check_run_folder(cfg: RunConfig) -> None:
     if cfg.resume is not None and cfg.out_dir is not None and cfg.out_dir.resolve() != cfg.resume.resolve():
         raise UserError(f"--resume {cfg.resume} continues that run in its own folder; drop --out {cfg.out_dir}")
     if cfg.resume is None and cfg.out_dir is not None:
+        if (cfg.out_dir / LOCK_NAME).exists():
+            with folder_lock(cfg.out_dir):  # a run still using the folder is the first thing to say
+                pass
         not_an_earlier_run(cfg.out_dir)
 
 

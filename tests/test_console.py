@@ -122,3 +122,20 @@ def test_gate_summary_counts_the_reasons():
     assert summary.startswith("3 speedup below --min-speedup 2, ")  # most common first (1.8x, 0.9x, unmeasured)
     assert "1 incorrect" in summary and "1 build_error" in summary and "1 timeout" in summary
     assert "1 flag tampering" in summary and "1 flag below_roofline" in summary
+
+
+def test_a_compile_says_when_it_ends_and_a_cached_build_does_not(narrow):
+    """On --device cpu no task starts while a compile runs: in a CI log, where the bar is
+    drawn only at the end, these lines are all that moves for minutes."""
+    from harness.records import BuildResult
+
+    reporter = console.RichReporter(GatePolicy())
+    task = Task("level1/1_AddReLU", "problems/x.py", "basic", "solutions/basic/level1/1_AddReLU/cpp_ok.py")
+    with reporter:
+        reporter.build_started(3)
+        reporter.build_done(task, BuildResult(True, None, "", 38.4, False, "/cache/x"))
+        reporter.build_done(task, BuildResult(False, Status.BUILD_ERROR, "error: x", 21.0, False, "/cache/y"))
+        reporter.build_done(task, BuildResult(True, None, "", 0.0, True, "/cache/z"))  # cached: nothing to say
+    lines = [ln for ln in narrow.getvalue().splitlines() if "cpp_ok.py in" in ln]
+    assert [ln.split(" ")[0] for ln in lines] == ["built", "build"]
+    assert "in 38 s" in lines[0] and lines[1].startswith("build failed: basic/level1/1_AddReLU cpp_ok.py in 21 s")
