@@ -1,5 +1,5 @@
 """The fixture expectation language (tests/expect.py) itself."""
-from expect import _problems, expected, mismatches
+from expect import _problems, expected, mismatches, timing_only
 
 
 def _result(status="ok", speedup=None, flags=(), message=""):
@@ -30,3 +30,15 @@ def test_max_speedup_inside_any_of(tmp_path):
     assert mismatches([{**base, **_result(speedup=1.1)}]) == []
     assert mismatches([{**base, **_result(status="incorrect")}]) == []
     assert len(mismatches([{**base, **_result(speedup=9.0)}])) == 1
+
+
+def test_timing_only_misses_are_those_the_clock_decides():
+    """A speedup above its bound or an unexpected timing_mismatch may be the loaded CPU
+    clock; a wrong status, a missing flag or any other flag never is."""
+    assert timing_only("level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5")
+    assert timing_only("level1/2_Affine noncontiguous_out.py: unexpected flags ['timing_mismatch']")
+    assert timing_only("level1/2_Affine x.py: unexpected flags ['timing_mismatch']; speedup 3 > max_speedup 1.5")
+    assert not timing_only("level1/2_Affine x.py: unexpected flags ['tampering']; speedup 3 > max_speedup 1.5")
+    assert not timing_only("level1/2_Affine x.py: unexpected flags ['tampering', 'timing_mismatch']")
+    assert not timing_only("level1/2_Affine x.py: flags [] lack ['timing_mismatch']")
+    assert not timing_only("level1/2_Affine x.py: status incorrect != ok (wrong)")
