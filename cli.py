@@ -5,28 +5,35 @@ was missed); 2 usage error (bad flag, missing folder); 130 interrupted.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from harness import console
-from harness.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse_flags
+from harness.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse_flags, reasons_summary
 from harness.records import PRECISIONS, UserError
 
 DEFAULT_FAIL_ON = ",".join(sorted(f.value for f in DEFAULT_FAIL_FLAGS))
 
 
-INTERRUPTED = "interrupted; finished tasks are saved in the run folder: continue with --resume RUN_DIR"
 INTERRUPT_GRACE_S = 10.0
 
 
-def _interrupt_with_deadline(signum, frame) -> None:
+def interrupted(run_folder: Path | None) -> str:
+    """The Ctrl-C line: where the finished tasks are and the exact command's flag to continue."""
+    if run_folder is None:  # stopped before the run folder was made: nothing ran
+        return "interrupted before any task ran; nothing was saved"
+    return f"interrupted; finished tasks are saved in {run_folder}: continue with --resume {run_folder}"
+
+
+def _interrupt_with_deadline(reporter, signum, frame) -> None:
     """Ctrl-C during a run: KeyboardInterrupt as usual, which kills the workers and
     closes the live display; and if that orderly stop has not ended the process
     within INTERRUPT_GRACE_S (an interrupt that lands inside a lock can leave it
@@ -35,7 +42,7 @@ def _interrupt_with_deadline(signum, frame) -> None:
 
     def hard_exit() -> None:
         kill_all()
-        sys.stderr.write(f"error: {INTERRUPTED}\n")
+        sys.stderr.write(f"error: {interrupted(reporter.out_dir)}\n")
         sys.stderr.flush()
         os._exit(130)
 
@@ -81,25 +88,49 @@ class Seconds(click.ParamType):
         return seconds
 
 
+class PositiveInt(click.ParamType):
+    """A count of at least 1: --build-jobs -1 aborted the run with SIGABRT after discovery,
+    and 0 read as "the default" without a word."""
+
+    name = "count"
+
+    def convert(self, value, param, ctx):
+        try:
+            count = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"takes a whole number of at least 1, not {value!r}", param, ctx)
+        if count < 1:
+            self.fail(f"takes a whole number of at least 1, not {value}", param, ctx)
+        return count
+
+
+class FiniteFloat(click.ParamType):
+    """A finite number above `least` (or at least it, `inclusive`): nan compares false with
+    everything, so `--min-speedup nan` or `--threshold nan` would switch its check off."""
+
+    name = "number"
+
+    def __init__(self, least: float, inclusive: bool):
+        self.least, self.inclusive = least, inclusive
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        ok = number >= self.least if self.inclusive else number > self.least
+        if not math.isfinite(number) or not ok:
+            bound = f"at least {self.least:g}" if self.inclusive else f"above {self.least:g}"
+            self.fail(f"takes a finite number {bound}, not {value}", param, ctx)
+        return number
+
+
 def _writable_out(ctx, param, value: Path | None) -> Path | None:
     """--out must be a folder kbench can write: say so now, in one line, rather than
     with a traceback after the builds."""
-    if value is None:
-        return None
-    if value.exists() and not value.is_dir():
-        raise UserError(f"--out {value} is a file, not a folder; pass a new folder (or an earlier run's) for the results")
-    existing = value
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UserError(f"--out {value}: {existing} is a file, not a folder; pass a folder path for the results")
-    try:
-        with tempfile.TemporaryFile(dir=existing, prefix=".kbench-write-check-"):
-            pass
-    except OSError as e:
-        raise UserError(f"--out {value}: cannot write in {existing} ({e.strerror or e}); "
-                        "pass a folder you can write, e.g. --out results/mine") from None
-    return value
+    from harness.usage import writable_folder
+
+    return None if value is None else writable_folder(value, "--out")
 
 
 @click.group(cls=KbenchGroup)
@@ -117,6 +148,10 @@ def _folder_options(f):
                      help="Only problems matching PATTERN (glob, or a substring such as 'Softmax'). Repeatable.")(f)
     f = click.option("-s", "--set", "set_filters", multiple=True, metavar="PATTERN",
                      help="Only solution sets matching PATTERN. Repeatable.")(f)
+    f = click.option("--solution", "solution_files", multiple=True, metavar="FILE",
+                     type=click.Path(path_type=Path, dir_okay=False),
+                     help="Only this solution file (one candidate among several in a set), under --solutions. "
+                          "Repeatable.")(f)
     return f
 
 
@@ -124,11 +159,12 @@ def _folder_options(f):
 @_folder_options
 @click.option("--out", type=click.Path(path_type=Path), callback=_writable_out,
               help="Run folder [default: results/<timestamp>/].")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
-              help="cpu runs the same pipeline on C++ and pure-torch solutions with a CPU clock.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]),
+              help="cpu runs the same pipeline on C++ and pure-torch solutions with a CPU clock [default: cuda; with "
+                   "no GPU and no --problems/--solutions, the CPU demo set].")
 @click.option("--timeout", type=Seconds(), default=300.0, show_default=True, help="Seconds per task (load, check, time).")
 @click.option("--build-timeout", type=Seconds(), default=600.0, show_default=True, help="Seconds per solution build.")
-@click.option("--build-jobs", type=int, default=0, help="Parallel builds [default: cores, at most 16].")
+@click.option("--build-jobs", type=PositiveInt(), help="Parallel builds [default: cores, at most 16].")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Build cache [default: $KBENCH_CACHE or ~/.cache/kbench].")
 @click.option("--no-cache", is_flag=True, help="Rebuild every solution, ignoring cached builds.")
 @click.option("--trials", type=click.IntRange(1, 100), default=5, show_default=True, help="Random correctness trials per task.")
@@ -144,7 +180,8 @@ def _folder_options(f):
                    "(no launch gaps); auto uses graphs when a side runs under 50 us.")
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
               help="Comma-separated flags that fail the gate, or 'none'.")
-@click.option("--min-speedup", type=float, help="Also fail the gate when a correct task is slower than this.")
+@click.option("--min-speedup", type=FiniteFloat(0, inclusive=False),
+              help="Also fail the gate when a correct task is slower than this.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when tasks fail (research runs where failures are expected).")
 @click.option("--compile-baseline", is_flag=True,
               help="Also time the reference under torch.compile (compiled before timing) for a second speedup.")
@@ -162,36 +199,48 @@ def _folder_options(f):
               help="--executor dask: a running Dask scheduler (tcp://host:8786) [default: a cluster on this host].")
 @click.option("--dask-workers", type=click.IntRange(0, 512), default=0,
               help="--executor dask without --scheduler: workers to start [default: one per GPU; 3 on --device cpu].")
-def run(problems, solutions, problem_filters, set_filters, out, device, timeout, build_timeout, build_jobs, cache_dir,
+def run(problems, solutions, problem_filters, set_filters, solution_files, out, device, timeout, build_timeout, build_jobs, cache_dir,
         no_cache, trials, seed, precision, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
         resume, junit_path, cpu_threads, executor, scheduler, dask_workers) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
-    from harness import pipeline
+    from harness import demo, pipeline
     from harness.isolate import kill_all
     from harness.records import Options, TimingConfig
+    from harness.usage import writable_file
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
-    if timing_mode == "graph" and device == "cpu":
-        raise UserError("--timing-mode graph needs --device cuda: CUDA graphs do not exist on the CPU; use auto or events")
+    if min_speedup is not None and no_timing:
+        raise UserError(f"--min-speedup {min_speedup:g} needs timing, and --no-timing turns it off; drop one of them")
     if scheduler and executor != "dask":
         raise UserError("--scheduler needs --executor dask")
-    options = Options(device=device, timeout=timeout, trials=trials, seed=seed, fp64=not no_fp64, time=not no_timing,
-                      timing=TimingConfig(budget_s=time_budget, mode=timing_mode), compile_baseline=compile_baseline,
-                      cpu_threads=cpu_threads, build_timeout=build_timeout, precision=precision)
+    if junit_path is not None:
+        writable_file(junit_path, "--junit", created_by_run=resume or out)
+    if device is None and not _given("problems") and not _given("solutions") and demo.wanted():
+        # The README's first command on a machine without a GPU: see harness/demo.py.
+        problems, solutions, device = demo.PROBLEMS, demo.SOLUTIONS, "cpu"
+        time_budget = time_budget if _given("time_budget") else demo.TIME_BUDGET_S
+        console.note(demo.NOTE)
+    if timing_mode == "graph" and device == "cpu":
+        raise UserError("--timing-mode graph needs --device cuda: CUDA graphs do not exist on the CPU; use auto or events")
+    options = Options(device=device or "cuda", timeout=timeout, trials=trials, seed=seed, fp64=not no_fp64,
+                      time=not no_timing, timing=TimingConfig(budget_s=time_budget, mode=timing_mode),
+                      compile_baseline=compile_baseline, cpu_threads=cpu_threads, build_timeout=build_timeout,
+                      precision=precision)
     cfg = pipeline.RunConfig(
-        problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs,
+        problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs or 0,
         use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),
         policy=policy, resume=resume, gpus=_parse_gpus(gpus), executor=executor, scheduler=scheduler,
-        dask_workers=dask_workers, junit_path=junit_path, **({"cache_dir": cache_dir} if cache_dir else {}),
+        dask_workers=dask_workers, junit_path=junit_path, solution_files=tuple(solution_files),
+        **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)
-    previous = signal.signal(signal.SIGINT, _interrupt_with_deadline)
+    previous = signal.signal(signal.SIGINT, functools.partial(_interrupt_with_deadline, reporter))
     try:
         with reporter:
             results, out_dir = pipeline.run(cfg, reporter)
     except KeyboardInterrupt:
         kill_all()
-        console.error(INTERRUPTED)
+        console.error(interrupted(reporter.out_dir))
         sys.exit(130)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -201,9 +250,14 @@ def run(problems, solutions, problem_filters, set_filters, out, device, timeout,
     if junit_path is not None:  # written by the pipeline, with results.json (also when a run is cut short)
         console.note(f"wrote {junit_path}")
     if verdict.failed:
-        console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed"
+        console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed ({reasons_summary(verdict)})"
                      + (" (--exit-zero: exit 0)" if policy.exit_zero else ""))
     sys.exit(verdict.exit_code)
+
+
+def _given(option: str) -> bool:
+    """Whether the user passed this option (its value may still equal the default)."""
+    return click.get_current_context().get_parameter_source(option) is not ParameterSource.DEFAULT
 
 
 def _parse_gpus(text: str) -> tuple[int, ...]:
@@ -221,13 +275,13 @@ def _parse_gpus(text: str) -> tuple[int, ...]:
 
 @main.command(name="list")
 @_folder_options
-def list_(problems, solutions, problem_filters, set_filters) -> None:
+def list_(problems, solutions, problem_filters, set_filters, solution_files) -> None:
     """Show problems, solution sets, the tasks they make, and files that match no problem."""
     from harness.discover import discover
     from harness.facts_cache import facts_of_files
 
     found = discover(problems, solutions if solutions.exists() or solutions != Path("solutions") else None,
-                     tuple(problem_filters), tuple(set_filters))
+                     tuple(problem_filters), tuple(set_filters), tuple(solution_files))
     facts, cached = facts_of_files([p.path for p in found.problems])
     console.print_discovery(found, facts, cached)
 
@@ -244,7 +298,10 @@ def report(results_path, fmt, fail_on, out_path) -> None:
     from harness import html, junit
     from harness import report as writers
     from harness.records import to_json_dict
+    from harness.usage import writable_file
 
+    if out_path is not None:  # before the work: a typo in the folder must not create it, nor fail after rendering
+        writable_file(out_path, "--out")
     run_results = writers.load_run(results_path, console.warning)
     policy = GatePolicy(fail_flags=parse_flags(fail_on))
     if fmt == "md":
@@ -269,7 +326,7 @@ def report(results_path, fmt, fail_on, out_path) -> None:
 @main.command()
 @click.argument("base_path", type=click.Path(path_type=Path), metavar="BASE")
 @click.argument("new_path", type=click.Path(path_type=Path), metavar="NEW")
-@click.option("--threshold", type=click.FloatRange(min=0), default=0.05, show_default=True,
+@click.option("--threshold", type=FiniteFloat(0, inclusive=True), default=0.05, show_default=True,
               help="Fail when a task is significantly slower by more than this fraction of its BASE speedup.")
 @click.option("--format", "fmt", type=click.Choice(["md", "csv"]), default="md", show_default=True)
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,

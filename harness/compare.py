@@ -2,10 +2,12 @@
 faster or slower beyond the noise. The exit code is the verdict (as asv compare).
 
 A speedup change counts only when the two bootstrap 95% intervals do not overlap:
-a difference inside the noise of either run is "not significant", however large.
+a difference inside the noise of either run is "not significant", however large,
+and so is one where either run has no usable interval (see `interval`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -85,12 +87,28 @@ def _mark(b: TaskResult | None, n: TaskResult | None, policy: GatePolicy, thresh
     if b.speedup is None or n.speedup is None or b.timing is None or n.timing is None:
         return "untimed", None, False  # --no-timing on either side: nothing to compare
     change = n.speedup / b.speedup - 1
-    (b_lo, b_hi), (n_lo, n_hi) = b.timing.speedup_ci, n.timing.speedup_ci
-    if n_lo > b_hi:
+    b_ci, n_ci = interval(b), interval(n)
+    if b_ci is None or n_ci is None:
+        return "not significant", change, False  # no usable interval: no claim either way
+    if n_ci[0] > b_ci[1]:
         return "faster", change, False
-    if n_hi < b_lo:
+    if n_ci[1] < b_ci[0]:
         return "slower", change, -change > threshold
     return "not significant", change, False
+
+
+def interval(r: TaskResult) -> tuple[float, float] | None:
+    """The task's speedup interval as compare may use it: finite, ordered, and holding the
+    speedup itself (widened to it if not); None where there is none to trust (missing,
+    NaN, a speedup of 0 or inf). An interval that cannot be read can never separate two
+    runs: the task is "not significant" rather than faster or slower."""
+    ci = r.timing.speedup_ci if r.timing is not None else None
+    if r.speedup is None or not ci or len(ci) != 2 or any(x is None for x in ci):
+        return None
+    lo, hi = float(ci[0]), float(ci[1])
+    if not all(math.isfinite(x) and x > 0 for x in (lo, hi, r.speedup)) or lo > hi:
+        return None
+    return min(lo, r.speedup), max(hi, r.speedup)
 
 
 def problem_changed(b: TaskResult, n: TaskResult) -> bool:
@@ -118,8 +136,8 @@ def _side(r: TaskResult | None, policy: GatePolicy) -> str:
         return "; ".join(v.reasons)
     if r.speedup is None or r.timing is None:
         return "pass (untimed)"
-    lo, hi = r.timing.speedup_ci
-    return f"{r.speedup:.3f}x [{lo:.3f}, {hi:.3f}]"
+    ci = interval(r)
+    return f"{r.speedup:.3f}x " + (f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[no interval]")
 
 
 def table(cmp: Comparison, policy: GatePolicy) -> pd.DataFrame:

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import PurePath
+import time
+from pathlib import Path, PurePath
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 
 from .discover import Discovery
@@ -43,9 +45,16 @@ class RichReporter:
         self.policy = policy
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("[dim]{task.fields[current]}"), console=err, transient=False,
+            TextColumn("eta"), TimeRemainingColumn(), TextColumn("[dim]{task.fields[current]}"), console=err,
+            transient=False,
         )
         self.build_bar = self.eval_bar = None
+        self.out_dir: Path | None = None  # the run folder, once the pipeline has made it (for the Ctrl-C line)
+        self.total = self.finished = 0
+        self.first_start: float | None = None
+
+    def run_folder(self, path: Path) -> None:
+        self.out_dir = path
 
     def __enter__(self):
         return self  # the bars start with the first build: an early error prints one clean line
@@ -64,6 +73,7 @@ class RichReporter:
             err.print(f"[yellow]unmatched:[/] {escape(u.path)}: {escape(u.reason)}")
 
     def build_started(self, count: int) -> None:
+        self.total = count
         self.progress.start()
         # Both bars from the start: a task is judged as soon as its own build is done.
         self.build_bar = self.progress.add_task("build", total=count, current="")
@@ -72,23 +82,46 @@ class RichReporter:
     def build_done(self, task: Task, result: BuildResult) -> None:
         self.progress.advance(self.build_bar)
         self.progress.update(self.build_bar, current=_task_name(task))
+        if result is not None and not result.cached and result.seconds >= 1:
+            # A compile takes tens of seconds, and on --device cpu no task starts while one
+            # runs: without these lines a CI log (no live bar) is silent for minutes.
+            done = "built" if result.ok else "build failed:"
+            self.progress.console.print(f"[dim]{done} {escape(_task_name(task))} in {result.seconds:.0f} s[/]")
 
     def task_started(self, task: Task, index: int, total: int) -> None:
+        if self.first_start is None:
+            self.first_start = time.monotonic()
         self.progress.update(self.eval_bar, current=_task_name(task))
 
     def task_done(self, r: TaskResult) -> None:
         self.progress.advance(self.eval_bar)
+        self.finished += 1
         style = _STYLE.get(r.status, "red")
         speed = f" {r.speedup:.2f}x" if r.speedup is not None else ""
         flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
         msg = f": {r.message}" if r.message and r.status is not Status.OK else ""
+        # The count and ETA on every line as well as on the bar: in a CI log (no terminal) the bar
+        # is drawn only at the end, and these lines are all there is.
         self.progress.console.print(
+            f"[dim]{self.finished:>{len(str(self.total))}}/{self.total} {eta(self.first_start, self.finished, self.total)}[/] "
             f"[{style}]{r.status.value:>13}[/] {escape(r.problem)} [dim]{escape(r.solution_set)}[/] "
             f"{escape(PurePath(r.solution_path).name)}{speed}{escape(flags)}{escape(msg[:300])}"
         )
 
     def note(self, text: str) -> None:
         self.progress.console.print(f"[yellow]{escape(text)}[/]")
+
+
+def eta(started: float | None, done: int, total: int, now: float | None = None) -> str:
+    """'eta 3m10s': the tasks left at the mean pace of those finished since the first began
+    (builds that run beside the tasks are in that pace)."""
+    if started is None or done == 0:
+        return "eta ?"
+    left = (total - done) * ((now if now is not None else time.monotonic()) - started) / done
+    if left <= 0:
+        return "eta 0s"
+    minutes, seconds = divmod(round(left), 60)
+    return f"eta {minutes}m{seconds:02d}s" if minutes else f"eta {seconds}s"
 
 
 def _task_name(task: Task) -> str:
@@ -131,9 +164,16 @@ def print_results(run: RunResults, policy: GatePolicy) -> None:
             escape(r.problem), escape(r.solution_set), escape(PurePath(r.solution_path).name),
             f"[{style}]{r.status.value}[/]", ", ".join(f.value for f in r.flags),
             duration(r.ref_ms), duration(r.sol_ms), f"{r.speedup:.3f}x" if r.speedup is not None else "",
-            "[green]pass[/]" if v.passed else "[red]fail[/]",
+            "[green]pass[/]" if v.passed else f"[red]fail[/]{escape(_why(r, v.reasons))}",
         )
     _print_table(out, t)
+
+
+def _why(r: TaskResult, reasons: tuple[str, ...]) -> str:
+    """The gate's reasons beside 'fail' that the row does not already show: a failing
+    flag or a missed --min-speedup ('ok' in the status column is no reason to fail)."""
+    extra = [x for x in reasons if x != r.status.value]
+    return f": {'; '.join(extra)}" if extra else ""
 
 
 def print_discovery(found: Discovery, facts: dict, cached: int = 0) -> None:

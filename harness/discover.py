@@ -35,6 +35,9 @@ class Discovery:
     sets: tuple[str, ...]
     tasks: tuple[Task, ...]
     unmatched: tuple[Unmatched, ...]
+    # Everything there was to choose from, before -p and -s: named when a filter matches nothing.
+    all_problems: tuple[str, ...] = ()
+    all_sets: tuple[str, ...] = ()
 
 
 def _is_source(path: Path) -> bool:
@@ -42,6 +45,10 @@ def _is_source(path: Path) -> bool:
 
 
 def _missing_folder(path: Path, option: str) -> UserError:
+    if path.is_file():
+        return UserError(f"{option} '{path}' is a file, not a folder; pass the folder that holds "
+                         + ("<level>/<name>.py" if option == "--problems" else "<set>/<level>/<problem>.py")
+                         + (" (to run one solution file, pass it to --solution)" if option == "--solutions" else ""))
     parent = path.parent if str(path.parent) else Path(".")
     hint = ""
     if parent.is_dir():
@@ -108,6 +115,7 @@ def discover(
     solutions_dir: Path | None,
     problem_filters: tuple[str, ...] = (),
     set_filters: tuple[str, ...] = (),
+    solution_files: tuple[Path, ...] = (),
 ) -> Discovery:
     all_problems = find_problems(problems_dir)
     by_name = {p.name: p for p in all_problems}
@@ -117,6 +125,7 @@ def discover(
     tasks: list[Task] = []
     unmatched: list[Unmatched] = []
     sets: list[str] = []
+    all_sets: list[str] = []
     if solutions_dir is not None:
         if not solutions_dir.is_dir():
             raise _missing_folder(solutions_dir, "--solutions")
@@ -129,6 +138,7 @@ def discover(
         for set_dir in set_dirs:
             # resolve() names the root set even when given as '.' or '..'
             set_name = solutions_dir.resolve().name if set_dir == solutions_dir else set_dir.name
+            all_sets.append(set_name)
             if not _matches(set_name, set_filters):
                 continue
             sets.append(set_name)
@@ -143,7 +153,61 @@ def discover(
                 tasks.append(Task(problem.name, problem.path, set_name, str(f)))
     order = {p.name: i for i, p in enumerate(all_problems)}
     tasks.sort(key=lambda t: (order[t.problem], t.solution_set, t.solution_path))
-    return Discovery(tuple(problems), tuple(sets), tuple(tasks), tuple(unmatched))
+    if solution_files:
+        tasks = _only_files(tasks, unmatched, solution_files, solutions_dir)
+    return Discovery(tuple(problems), tuple(sets), tuple(tasks), tuple(unmatched),
+                     tuple(p.name for p in all_problems), tuple(all_sets))
+
+
+def _only_files(tasks: list[Task], unmatched: list[Unmatched], files: tuple[Path, ...],
+                solutions_dir: Path | None) -> list[Task]:
+    """The tasks of the files given with --solution (one candidate among several in a
+    set); a file that makes no task is named with the reason."""
+    by_file = {Path(t.solution_path).resolve(): t for t in tasks}
+    why_not = {Path(u.path).resolve(): u.reason for u in unmatched}
+    chosen = []
+    for f in files:
+        path = f.resolve()
+        if path in by_file:
+            chosen.append(by_file[path])
+        elif not path.is_file():
+            raise UserError(f"--solution {f}: no such file")
+        elif path in why_not:
+            raise UserError(f"--solution {f} matches no problem: {why_not[path]}")
+        elif solutions_dir is None or solutions_dir.resolve() not in path.parents:
+            raise UserError(f"--solution {f} is not under --solutions {solutions_dir}; pass --solutions DIR, the "
+                            "folder that holds its set")
+        else:
+            raise UserError(f"--solution {f} is left out by -p or -s; drop the filter that excludes it")
+    return [t for t in tasks if t in chosen]  # the run's order; a file given twice runs once
+
+
+def why_nothing_to_run(found: Discovery, problems_dir: Path, solutions_dir: Path,
+                       problem_filters: tuple[str, ...], set_filters: tuple[str, ...]) -> UserError:
+    """The error of a run with no task: a filter that matched nothing names what exists."""
+    if problem_filters and not found.problems:
+        flags = " ".join(f"-p {p}" for p in problem_filters)
+        return UserError(f"{flags} matched none of the {len(found.all_problems)} problems under '{problems_dir}': "
+                         f"{_some(found.all_problems)}")
+    if set_filters and not found.sets:
+        flags = " ".join(f"-s {p}" for p in set_filters)
+        return UserError(f"{flags} matched none of the solution sets under '{solutions_dir}': {_some(found.all_sets)}")
+    if problem_filters or set_filters:
+        return UserError(f"no solution under '{solutions_dir}' for the problems and sets that match the filters "
+                         f"(problems: {_some([p.name for p in found.problems])}; sets: {_some(found.sets)}); "
+                         "see kbench list")
+    where = f"{solutions_dir}/<set>/<level>/<problem>.py"
+    extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
+    return UserError(f"no solutions to run under '{solutions_dir}' for problems in '{problems_dir}'{extra}; "
+                     f"add files as {where}")
+
+
+def _some(names, shown: int = 12) -> str:
+    names = list(names)
+    if not names:
+        return "none"
+    more = f", ... ({len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _resolve(key: str, by_name: dict, by_number: dict) -> Problem | None:

@@ -59,6 +59,18 @@ def verdict(result: TaskResult, policy: GatePolicy) -> Verdict:
     return Verdict(not reasons, tuple(reasons))
 
 
+def reasons_summary(result: GateResult) -> str:
+    """Why the gate failed, counted by reason, most common first: '5 incorrect, 2 flag
+    timing_mismatch'. A task failing for several reasons counts under each."""
+    counts: dict[str, int] = {}
+    for _, reasons in result.failed:
+        for reason in reasons.split("; "):
+            # "speedup 0.80x < --min-speedup 1" differs per task: count it by its rule
+            key = "speedup below " + reason.split(" < ", 1)[1] if " < --min-speedup" in reason else reason
+            counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def gate(results: list[TaskResult] | tuple[TaskResult, ...], policy: GatePolicy) -> GateResult:
     failed = []
     for r in results:

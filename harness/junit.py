@@ -1,8 +1,11 @@
 """JUnit XML for CI dashboards (GitLab, Jenkins, GitHub test reporters): one
-testsuite per solution set, one testcase per task, a failure or an error exactly
-where the gate's verdict fails (skipped tasks included: the gate fails them). An
-error is a task whose problem file failed (problem_error): JUnit's word for a
-test that could not run, as opposed to one that ran and failed. Built with
+testsuite per solution set, one testcase per task, a failure or an error where the
+gate's verdict fails, and <skipped> for a skipped task (a CUDA solution on a CPU run,
+a lost GPU), counted in skipped=: JUnit's word for a test that did not run, which a
+dashboard shows apart from failures. The gate still fails a skipped task, so the exit
+code says the run was incomplete; the reason is in the element's message. An error is
+a task whose problem file failed (problem_error): JUnit's word for a test that could
+not run for a fault outside it, as opposed to one that ran and failed. Built with
 ElementTree so that messages holding <, & or quotes (compiler output does) can
 never break the file."""
 from __future__ import annotations
@@ -35,12 +38,12 @@ def _testcase(r: TaskResult, policy: GatePolicy) -> tuple[ET.Element, str]:
         "file": xml_safe(r.solution_path),
         "time": f"{r.seconds:.3f}",
     })
-    # A failure exactly where the gate fails the task, so that the dashboard and the exit
-    # code agree: a skipped task (a CUDA solution on a CPU run, a lost GPU) fails the gate,
-    # so it is a failure here too, with the reason it was skipped.
+    # A skipped task never ran: reporting it as a failure would count a CUDA solution on a
+    # CPU run among the broken ones.
     v = verdict(r, policy)
-    if v.passed and r.status is Status.SKIPPED:  # only if a gate ever passes skipped tasks
-        ET.SubElement(case, "skipped", {"message": xml_safe(r.message)})
+    if r.status is Status.SKIPPED:
+        ET.SubElement(case, "skipped", {"message": xml_safe(r.message.strip().splitlines()[0][:200]
+                                                            if r.message.strip() else "skipped")})
         return case, "skipped"
     if not v.passed:
         # Dashboards show the message attribute in their lists: reasons and the first line, the rest in the text.

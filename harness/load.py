@@ -170,6 +170,11 @@ def last_line(exc: BaseException) -> str:
     triton = triton_error_line(exc)
     if triton:
         return triton
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        # Its last printed line is "SyntaxError: invalid syntax", without the file and line
+        # (they are on the lines above it); str() holds both.
+        where = f" `{exc.text.strip()}`" if exc.text and exc.text.strip() else ""
+        return f"{type(exc).__name__}: {exc}{where}"
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     # torch's CUDA errors end in advice (CUDA_LAUNCH_BLOCKING, TORCH_USE_CUDA_DSA);

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Protocol
 
 from . import __version__, build, executors, junit, problem_sizes, report, task_seconds, work
-from .discover import Discovery, discover
+from .discover import Discovery, discover, why_nothing_to_run
 from .early_judges import EarlyJudges
 from .gate import GatePolicy
 from .run_clock import RunClock
-from .runlock import folder_lock
+from .runlock import LOCK_NAME, folder_lock
+from .usage import not_an_earlier_run
 from .store import STORE_NAME, ResultStore
 from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError
 
@@ -49,6 +50,7 @@ class RunConfig:
     scheduler: str | None = None  # a Dask scheduler's address; None: a cluster on this host
     dask_workers: int = 0  # workers of that local cluster; 0: one per GPU (or 3 on --device cpu)
     junit_path: Path | None = None  # --junit: written with results.json, at the end or on the way out
+    solution_files: tuple[Path, ...] = ()  # --solution: only these files' tasks
 
     @property
     def device(self) -> str:
@@ -79,6 +81,7 @@ class Reporter(Protocol):
     def task_started(self, task: Task, index: int, total: int) -> None: ...
     def task_done(self, result: TaskResult) -> None: ...
     def note(self, text: str) -> None: ...
+    def run_folder(self, path: Path) -> None: ...  # where the run is written, once it exists
 
 
 @dataclass(frozen=True)
@@ -181,22 +184,25 @@ def _log_path(out_dir: Path, task: Task) -> Path:
 
 
 def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
+    _check_run_folder(cfg)
     clock = RunClock()
     early = EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
-                                        cfg.executor == "local" and cfg.resume is None)
+                              cfg.executor == "local" and cfg.resume is None)
     try:
         dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
         _check_gpus(cfg)
         early.keep_if(dev.arch)
         clock.lap("device")
-        found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
+        found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters, cfg.solution_files)
         clock.lap("discovery")
         if not found.tasks:
-            where = f"{cfg.solutions_dir}/<set>/<level>/<problem>.py"
-            extra = f" ({len(found.unmatched)} files match no problem; see kbench list)" if found.unmatched else ""
-            raise UserError(f"no solutions to run under '{cfg.solutions_dir}' for problems in '{cfg.problems_dir}'{extra}; add files as {where}")
-        out_dir = cfg.resume or cfg.out_dir or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
-        out_dir.mkdir(parents=True, exist_ok=True)
+            raise why_nothing_to_run(found, cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters)
+        if cfg.resume or cfg.out_dir:
+            out_dir = cfg.resume or cfg.out_dir
+            out_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            out_dir = new_run_folder(Path("results"))
+        reporter.run_folder(out_dir)
         with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
             return _run_locked(cfg, reporter, dev, found, out_dir, clock, early)
     finally:
@@ -214,6 +220,34 @@ def _check_gpus(cfg: RunConfig) -> None:
     if bad or len(set(cfg.gpus)) != len(cfg.gpus):
         which = f"GPU {bad[0]} is not one of this host's {count} (0-{count - 1})" if bad else "an index is repeated"
         raise UserError(f"--gpus {','.join(map(str, cfg.gpus))}: {which}; see nvidia-smi and CUDA_VISIBLE_DEVICES")
+
+
+def _check_run_folder(cfg: RunConfig) -> None:
+    """Before anything runs: --out must not replace an earlier run, and --resume continues
+    its own folder in place, so an --out beside it would be ignored."""
+    if cfg.resume is not None and cfg.out_dir is not None and cfg.out_dir.resolve() != cfg.resume.resolve():
+        raise UserError(f"--resume {cfg.resume} continues that run in its own folder; drop --out {cfg.out_dir}")
+    if cfg.resume is None and cfg.out_dir is not None:
+        if (cfg.out_dir / LOCK_NAME).exists():
+            with folder_lock(cfg.out_dir):  # a run still using the folder is the first thing to say
+                pass
+        not_an_earlier_run(cfg.out_dir)
+
+
+def new_run_folder(parent: Path) -> Path:
+    """results/<timestamp>, created here and by this run alone: two runs started in the
+    same second get <timestamp> and <timestamp>-2 (mkdir, not exists-then-create, so that
+    two processes cannot both take one name)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        folder = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise UserError(f"could not create a new run folder under {parent} (1000 named {stamp}*); pass --out DIR")
 
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,

@@ -251,22 +251,42 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
         "",
         _md_table(header, rows),
         "",
-        _clock_paragraph(info.device == "cpu") + " Timed by: "
-        + (", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) or "nothing") + "."
+        (_clock_paragraph(info.device == "cpu") + " Timed by: "
+         + ", ".join(f"{k} ({v} task{'s' * (v != 1)})" for k, v in clocks.items()) + "." if len(clocks)
+         else "Nothing was timed.")
         + _overhead_line(run),
         "",
     ]
     if info.unmatched:
         out += ["## Solution files that match no problem", ""] + [f"- {u}" for u in info.unmatched] + [""]
-    notes = [r for r in run.results if r.status is not Status.OK or r.flags]
+    notes = [r for r in run.results if r.status is not Status.OK or r.flags or not verdict(r, policy).passed]
     if notes:
         out += ["## Failures and flags", ""]
         for r in notes:
             flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
+            # The gate's own reason where the status does not give it (a failing flag, --min-speedup).
+            extra = [x for x in verdict(r, policy).reasons if x != r.status.value]
+            gate_note = f" fails the gate: {'; '.join(extra)}." if extra else ""
             message = f": {r.message}" if r.message else ""
-            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` (`{r.solution_path}`){message}")
+            log = f" (log: {log_link(r.log_path)})" if r.log_path else ""
+            out.append(f"- **{r.status.value}**{flags} `{r.problem}` in set `{r.solution_set}` "
+                       f"(`{r.solution_path}`){message}{gate_note}{log}")
         out.append("")
     return "\n".join(out)
+
+
+def log_link(log_path: str) -> str:
+    """A markdown link to a task's log, relative to report.md: the run writes logs under
+    <run folder>/logs/, beside report.md, so the link survives moving the folder."""
+    parts = PurePath(log_path).parts
+    if "logs" in parts:
+        inside = "/".join(parts[len(parts) - 1 - parts[::-1].index("logs"):])
+        return f"[{inside}]({inside.replace(' ', '%20')})"
+    return f"`{log_path}`"
+
+
+# What each clock is, said only for the clocks that timed something in this run: a CPU
+# report must not describe CUDA events.
 
 
 def problem_errors(run: RunResults) -> list[tuple[str, int, str]]:

@@ -1,6 +1,10 @@
+import json
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -10,8 +14,18 @@ sys.path.insert(0, str(ROOT))  # `import cli`, `import harness` without installi
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import expect`
 
 
+# Fixtures that start kbench runs (a module using one takes tens of seconds to minutes).
+RUNS = {"run_cli", "adversarial_cpu", "kbench_cache"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """gpu-marked tests skip, visibly, where torch sees no CUDA device."""
+    """Modules that start kbench runs go after the rest, so that the first minute shows
+    hundreds of unit tests passing (and a unit failure shows in seconds, not after the
+    end-to-end runs). Modules move whole, keeping their order, so that a module-scoped
+    run is made once. Then gpu-marked tests skip, visibly, where torch sees no CUDA device."""
+    slow = {item.module.__name__ for item in items if RUNS & set(item.fixturenames)}
+    items.sort(key=lambda item: item.module.__name__ in slow)  # stable: collection order otherwise
+    _start_the_pch(config, wanted=len(slow) >= PCH_FROM_MODULES)
     try:
         import torch
 
@@ -26,27 +40,119 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# The flags of the suite's C++ fixtures (tests/fixtures/**, demo/): one precompiled
+# torch/extension.h serves all their builds. Made while the unit tests run, it halves
+# each of the dozen builds (about 39 -> 20 s of CPU each on the 2-core CI box, for 62 s
+# once), which is most of the end-to-end runs' build time. Nothing waits for it: a build
+# that starts before it is published compiles as before. Made only where enough
+# end-to-end modules were collected to pay for it (the whole suite, not one module).
+PCH_FLAGS = ["-O3"]
+PCH_FROM_MODULES = 4
+_CACHE, _PCH = pytest.StashKey[Path](), pytest.StashKey[int]()
+
+
+def _start_the_pch(config, wanted: bool) -> None:
+    """One build cache for every CLI run in the session (an explicit KBENCH_CACHE is used as
+    is, so builds made by earlier runs are reused), and its PCH made in the background."""
+    import tempfile
+
+    cache = Path(os.environ["KBENCH_CACHE"]) if os.environ.get("KBENCH_CACHE") else \
+        Path(tempfile.mkdtemp(prefix="kbench-test-cache-"))
+    config.stash[_CACHE] = cache
+    if not wanted or os.environ.get("KBENCH_PCH", "1") == "0":
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    want = json.dumps({"extra_cflags": PCH_FLAGS, "with_cuda": False})
+    # Detached (its starter exits at once, so init adopts it): tests that run executors in
+    # this process make it a subreaper that kills every child it did not start itself.
+    starter = ("import subprocess, sys\n"
+               "log = open(sys.argv[1], 'w')\n"
+               "print(subprocess.Popen(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT, "
+               "start_new_session=True).pid)\n")
+    out = subprocess.run([sys.executable, "-c", starter, str(cache.parent / f"{cache.name}-pch.log"), sys.executable,
+                          "-m", "harness.pch", str(cache / "pch"), want], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    if out.returncode == 0 and out.stdout.strip().isdigit():
+        config.stash[_PCH] = int(out.stdout.strip())
+
+
+def pytest_sessionfinish(session):
+    pid = session.config.stash.get(_PCH, None)
+    if pid is not None:  # still making it: stop it, with its compiler (its own session)
+        try:
+            if b"harness.pch" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.killpg(pid, 9)
+        except OSError:
+            pass
+    cache = session.config.stash.get(_CACHE, None)
+    if cache is not None and not os.environ.get("KBENCH_CACHE"):
+        import shutil
+
+        shutil.rmtree(cache, ignore_errors=True)
+        Path(cache.parent / f"{cache.name}-pch.log").unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
-def kbench_cache(tmp_path_factory) -> Path:
-    """One build cache for every CLI run in the session: each C++ fixture builds once.
-    An explicit KBENCH_CACHE is used as is, so builds made by earlier runs are reused."""
-    import os
+def kbench_cache(pytestconfig) -> Path:
+    """The session's build cache (see _start_the_pch)."""
+    return pytestconfig.stash[_CACHE]
 
-    return Path(os.environ["KBENCH_CACHE"]) if os.environ.get("KBENCH_CACHE") else tmp_path_factory.mktemp("kbench-cache")
+
+# A CLI run in a test can take minutes. pytest shows a test's outcome only when it ends,
+# so the runs say how far they are on the terminal at least this often.
+PROGRESS_EVERY_S = 30.0
 
 
 @pytest.fixture(scope="session")
-def run_cli(kbench_cache):
-    """Run `python cli.py ARGS` as a user would; returns the CompletedProcess."""
+def run_cli(kbench_cache, pytestconfig):
+    """Run `python cli.py ARGS` as a user would; returns the CompletedProcess. While it
+    runs, its latest task line ("12/85 eta 1m30s ok level1/...") is echoed to the
+    terminal every PROGRESS_EVERY_S, so a long end-to-end test is never silent."""
+    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+
+    def say(text: str) -> None:
+        """To the terminal now: pytest captures a test's output (fd 1 and 2) while it runs."""
+        if terminal is None:
+            return
+        if capture is None:
+            terminal.write_line(text)
+            return
+        with capture.global_and_fixture_disabled():
+            terminal.write_line(text)
 
     def run(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
         env = {**os.environ, "KBENCH_CACHE": str(kbench_cache), "PYTHONUNBUFFERED": "1", **(env or {})}
-        return subprocess.run(
-            [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, capture_output=True, text=True,
-            timeout=timeout,
-        )
+        cmd = [sys.executable, str(ROOT / "cli.py"), *args]
+        with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            expired = threading.Event()
+            watchdog = threading.Timer(timeout, lambda: (expired.set(), proc.kill()))
+            watchdog.start()
+            out: list[str] = []
+            reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+            reader.start()
+            err, last_said, latest = [], time.monotonic(), ""
+            try:
+                for line in proc.stderr:  # ends when kbench exits (or is killed)
+                    err.append(line)
+                    if TASK_LINE.match(line):
+                        latest = line.strip()
+                    if latest and time.monotonic() - last_said > PROGRESS_EVERY_S:
+                        say(f"    kbench {args[0]} ... {latest[:150]}")
+                        last_said, latest = time.monotonic(), ""
+                proc.wait()
+                reader.join()
+            finally:
+                watchdog.cancel()
+            if expired.is_set():
+                raise subprocess.TimeoutExpired(cmd, timeout, "".join(out), "".join(err))
+        return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out), "".join(err))
 
     return run
+
+
+# console.RichReporter's lines as a task ends and as a compile ends
+TASK_LINE = re.compile(r"\s*\d+/\d+ eta |built |build failed: ")
 
 
 # Escape fixtures (tests/fixtures/adversarial/*/14_escape, ...) put this string in the
@@ -81,3 +187,55 @@ def kill_pids(pids) -> None:
 def pwned_files() -> set[Path]:
     """Files escape fixtures write outside their scratch folder."""
     return set(Path("/tmp").glob("kbench-pwned-*")) | set(Path.home().glob("kbench-pwned-*"))
+
+
+# ---- the CPU adversarial set, run once per session ------------------------------------
+
+ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
+# The hang limits the run uses, lowered from 30 s (tests/test_hang.py checks they are obeyed).
+HANG_LIMITS = {"KBENCH_HANG_FIRST_MIN_S": "10", "KBENCH_HANG_IMPORT_S": "10"}
+
+
+@pytest.fixture(scope="session")
+def adversarial_cpu(run_cli, kbench_cache, tmp_path_factory) -> dict:
+    """Every CPU adversarial fixture (tests/fixtures/adversarial/cpu) judged in one run, and
+    what happened after kbench exited. test_adversarial, test_hang and test_escapes read
+    it: each used to run its own subset again (the escapes and hangs are in this set).
+
+    The session's build cache (and its PCH): the cache-poisoning fixture attacks the
+    victim's build in it, and test_escapes checks that build still works in a second
+    run. The escape checks:
+    (a) 3 s after kbench exits, no process carrying the fixtures' marker is alive (any
+    found are killed); (b) 5 s after, results.json has the bytes it had at exit; (c) no
+    kbench-pwned-* file appeared in /tmp or ~ (any found are removed)."""
+    tmp = tmp_path_factory.mktemp("adversarial-cpu")
+    cache, out = kbench_cache, tmp / "run"
+    markers_before, pwned_before = marker_pids(), pwned_files()
+    seen: dict = {"cache": cache, "tmp": tmp, "out": out}
+    started = time.monotonic()
+    try:
+        proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
+                       "--out", str(out), "--device", "cpu", "--time-budget", "1", "--timeout", "120",
+                       env=HANG_LIMITS, timeout=2400)  # ~90 tasks: 13 min on a 2-core box at load 8
+        exited = time.monotonic()
+        seen.update(proc=proc, seconds=exited - started)
+        results = out / "results.json"
+        seen["bytes_at_exit"] = results.read_bytes() if results.is_file() else None
+        time.sleep(max(0.0, exited + 3 - time.monotonic()))
+        seen["alive_after_3s"] = {pid: _cmdline(pid) for pid in marker_pids() - markers_before}
+        time.sleep(max(0.0, exited + 5 - time.monotonic()))
+        seen["bytes_after_5s"] = results.read_bytes() if results.is_file() else None
+        seen["pwned"] = sorted(str(p) for p in pwned_files() - pwned_before)
+    finally:
+        kill_pids(marker_pids() - markers_before)
+        for path in pwned_files() - pwned_before:
+            path.unlink(missing_ok=True)
+    seen["data"] = json.loads(seen["bytes_at_exit"]) if seen["bytes_at_exit"] else None
+    return seen
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "(gone)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from pathlib import Path
 
 # The flags that fail kbench's default gate (harness/gate.py DEFAULT_FAIL_FLAGS): a result that
@@ -56,7 +57,7 @@ def _twin_problems(r: dict, want: dict, by_path: dict[str, dict]) -> list[str]:
 def _problems(r: dict, want: dict, by_path: dict[str, dict] | None = None) -> list[str]:
     out = []
     if r["status"] != want["status"]:
-        said = r["message"][:300].replace(" / ", ", ").replace(";", ",")  # speed_only() splits on these
+        said = r["message"][:300].replace(" / ", ", ").replace(";", ",")  # timing_only() splits on these
         return [f"status {r['status']} != {want['status']} ({said})"]
     if want.get("message") and want["message"] not in r["message"]:
         out.append(f"message lacks {want['message']!r}: {r['message'][:300]}")
@@ -99,26 +100,70 @@ def mismatches(results: list[dict], only: str | None = None) -> list[str]:
     return bad
 
 
-def speed_only(line: str) -> bool:
-    """Whether a mismatches() line misses only on a speedup above its bound (its
-    max_speedup or its twin's ratio), in every alternative that got the status."""
+# Flags only the CPU clock's disturbance can raise on honest code: on a loaded 2-core machine
+# an honest candidate's time can read past a bound.
+TIMING_FLAGS = {"timing_mismatch"}
+
+
+def timing_only(line: str) -> bool:
+    """Whether a mismatches() line misses only where the clock decides, in every alternative
+    that got the status: a speedup above its bound (max_speedup, or its twin's ratio), or an
+    unexpected timing flag. A wrong status, message or a missing flag is never a matter of
+    timing."""
     alternatives = [a for a in line.split(": ", 1)[1].split(" / ") if not a.strip().startswith("status ")]
-    return bool(alternatives) and all(part.strip().startswith("speedup ")
-                                      for a in alternatives for part in a.split(";"))
+    return bool(alternatives) and all(_timing_part(part.strip()) for a in alternatives for part in a.split(";"))
+
+
+def _timing_part(part: str) -> bool:
+    if part.startswith("speedup "):
+        return True
+    return part.startswith("unexpected flags ") and set(ast.literal_eval(part[len("unexpected flags "):])) <= TIMING_FLAGS
+
+
+CONTROL = "same_as_reference.py"  # tests/fixtures/adversarial/cpu/00_legit/level1/<problem>/
+SANE_SPEEDUP = (1 / 1.5, 1.5)  # the control is the reference's own code: outside this, the clock is off
 
 
 def measure_again(run_cli, adversarial: Path, work: Path, line: str) -> list[str]:
-    """The mismatches of the one CPU fixture that `line` names, judged again in a run
-    of its set and problem only (in place: some fixtures look for files beside them).
-    The CPU clock is the host's wall time, and on a shared 2-core CI machine an
-    honest copy of the reference has read 1.53x and 3.29x against it: a cheat that
-    really is faster is faster again, a noisy reading is not."""
+    """The mismatches of the one CPU fixture that `line` names, judged again (--solution,
+    in place: some fixtures look for files beside them) in one run with its problem's
+    control, the reference's own code, where there is one, and its twin, where it declares
+    one. On a loaded 2-core machine an honest copy of the reference has read 0.22x-3.37x
+    against it (memory and caches are shared, whichever clock): the control, timed in the
+    same run, says whether the clock can be trusted now. A timing-only miss (timing_only) of a fixture whose control was
+    itself off is not judged: a warning names it; with a sane control, or none, the
+    rerun must match its declaration."""
     problem, name = line.split(": ", 1)[0].split(" ", 1)  # "level1/2_Affine import_problem_file.py"
     stem = problem.split("/")[-1]
     path = next(p for p in (adversarial / "cpu").rglob(name) if p.parent.name == stem)
+    control = adversarial / "cpu" / "00_legit" / "level1" / stem / CONTROL
+    pair = ["--solution", str(control)] if control.is_file() and control != path else []
+    twin_name = next((w.get("twin") for w in expected(path).get("any_of", [expected(path)]) if w.get("twin")), None)
+    twin = ["--solution", str(path.parent / twin_name)] if twin_name and path.parent / twin_name != control else []
     proc = run_cli("run", "--problems", str(adversarial / "problems"), "--solutions", str(adversarial / "cpu"),
-                   "-s", path.parent.parent.parent.name, "-p", problem, "--out", str(work),
-                   "--device", "cpu", "--time-budget", "2", "--exit-zero")
+                   "--solution", str(path), *pair, *twin, "--out", str(work), "--device", "cpu",
+                   "--time-budget", "2", "--exit-zero")
     results = json.loads((work / "results.json").read_text())["results"]
-    assert sum(Path(r["solution_path"]).name == name for r in results) == 1, proc.stderr[-3000:]
-    return mismatches(results, only=name)
+    mine = [r for r in results if Path(r["solution_path"]) == path]
+    assert len(mine) == 1 and len(results) == 1 + bool(pair) + bool(twin), proc.stderr[-3000:]
+    bad = mismatches(results, only=name)
+    if bad and pair and all(timing_only(b) for b in bad):
+        ref = next(r for r in results if Path(r["solution_path"]) == control)
+        off = ref["status"] != "ok" or TIMING_FLAGS & set(ref["flags"]) or \
+            not (SANE_SPEEDUP[0] <= (ref["speedup"] or 0) <= SANE_SPEEDUP[1])
+        if off:
+            warnings.warn(f"not judged, the CPU clock was off: {bad[0]} (the reference's own code read "
+                          f"{ref['speedup']}x {ref['flags']} in the same run)", stacklevel=2)
+            return []
+    return bad
+
+
+def verdict_mismatches(results: list[dict]) -> list[str]:
+    """mismatches() for a test about verdicts, not time: a timing-only miss (timing_only)
+    is a warning there, since on a loaded machine the CPU clock raises it on honest code
+    (the adversarial set judges timing, beside controls: measure_again)."""
+    bad = mismatches(results)
+    for line in bad:
+        if timing_only(line):
+            warnings.warn(f"timing-only miss, not judged in a test about verdicts: {line}", stacklevel=2)
+    return [line for line in bad if not timing_only(line)]

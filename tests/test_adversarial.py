@@ -2,11 +2,12 @@
 early: one class of cheat or fault per set folder, plus no-false-alarm cases
 (set 00_legit) that must stay ok. CPU variants run in CI; CUDA variants need a GPU."""
 import json
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, kill_pids, marker_pids, pwned_files
-from expect import GATE_FLAGS, expected, measure_again, mismatches, speed_only
+from expect import GATE_FLAGS, expected, measure_again, mismatches, timing_only
 
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
 
@@ -27,23 +28,31 @@ def _run(run_cli, out, device: str, solutions: str):
     return data["results"]
 
 
-def test_cpu_fixtures_get_their_verdicts(run_cli, tmp_path):
-    """A fixture whose only miss is a speedup above its bound is measured once more
-    on its own: the CPU clock is the host's wall time, and on a shared 2-core CI
-    machine a stolen reference once read 3.29x against itself (1.01x on a rerun).
-    A cheat that really is faster is faster again; a noisy reading is not."""
-    bad = mismatches(_run(run_cli, tmp_path / "r", "cpu", "cpu"))
-    assert [line for line in bad if not speed_only(line)] == []
+def test_cpu_fixtures_get_their_verdicts(adversarial_cpu, run_cli, tmp_path):
+    """The session's run of every CPU fixture (conftest.adversarial_cpu). A fixture whose
+    only miss is where the clock decides (a speedup above its bound, an unexpected
+    timing_mismatch) is measured once more beside its problem's control (expect.
+    measure_again): on a shared 2-core CI machine a stolen reference once read 3.29x against
+    itself (1.01x on a rerun). A cheat
+    that really is faster is faster again next to a control that reads 1x."""
+    data = adversarial_cpu["data"]
+    assert data is not None, adversarial_cpu["proc"].stderr[-3000:]
+    expected = sum(1 for _ in (ADVERSARIAL / "cpu").rglob("*.py"))
+    assert len(data["results"]) == expected, adversarial_cpu["proc"].stderr[-3000:]
+    assert data["run"]["finished"], "the run stopped early"
+    bad = mismatches(data["results"])
+    assert [line for line in bad if not timing_only(line)] == []
     for n, line in enumerate(bad):
         assert measure_again(run_cli, ADVERSARIAL, tmp_path / f"again{n}", line) == [], f"first run: {line}"
 
 
 def test_a_fixture_measured_again_keeps_its_verdict(run_cli, tmp_path):
-    """The rerun above finds its fixture and judges it alone (a pure-torch one: fast)."""
-    assert speed_only("level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5")
-    assert not speed_only("level1/2_Affine x.py: unexpected flags ['tampering']; speedup 3 > max_speedup 1.5")
+    """The rerun above finds its fixture and judges it beside its problem's control (the
+    reference's own code) and nothing else (a pure-torch one: fast)."""
     assert measure_again(run_cli, ADVERSARIAL, tmp_path,
                          "level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5") == []
+    judged = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert sorted(Path(r["solution_path"]).name for r in judged) == ["import_problem_file.py", "same_as_reference.py"]
 
 
 @pytest.mark.gpu

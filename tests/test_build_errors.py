@@ -261,3 +261,18 @@ def test_a_caught_build_failure_is_still_the_build_error():
         assert import_failure(after, hooks, "cpu") == (
             Status.BUILD_ERROR, "main.cpp:5:3: error: 'foo' was not declared in this scope")
     assert import_failure(SystemExit(1), SimpleNamespace(failures=[]), "cpu")[0] is Status.LOAD_ERROR
+
+
+def test_a_solutions_syntax_error_names_its_file_and_line(tmp_path):
+    """The build process imports the solution first; its SyntaxError's last printed line
+    ("SyntaxError: invalid syntax") has neither file nor line."""
+    from harness import build, load
+
+    path = tmp_path / "broken_candidate.py"
+    path.write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x:\n        return x\n")
+    with pytest.raises(SyntaxError) as info:
+        load.import_file(str(path), "kbench_solution_under_test")
+    status, message = build.import_failure(info.value, load.BuildHooks(), "cpu")
+    assert status.value == "load_error"
+    assert message.startswith("at import: SyntaxError: ") and "(broken_candidate.py, line 4)" in message, message
+    assert "`def forward(self, x:`" in message  # the offending line's own text

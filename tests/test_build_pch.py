@@ -291,11 +291,11 @@ def test_a_build_process_lowers_itself_and_its_session(tmp_path):
 
 @pytest.fixture(scope="module")
 def pch_cache(tmp_path_factory):
-    """A kbench cache holding the PCH for extra_cflags=["-O2"] (what cpp_ok.py passes)."""
+    """A kbench cache holding the PCH for extra_cflags=["-O3"] (what cpp_ok.py passes)."""
     cache = tmp_path_factory.mktemp("kbench-pch")
     root = cache / "pch"
-    request = pch.request_for(["-O2"], False)
-    build.make_pch(root, {"extra_cflags": ["-O2"], "with_cuda": False}, request.key, 600)
+    request = pch.request_for(["-O3"], False)
+    build.make_pch(root, {"extra_cflags": ["-O3"], "with_cuda": False}, request.key, 600)
     assert pch.ready(root, request), (root / f"{request.key}.log").read_text()
     return cache
 
@@ -359,13 +359,13 @@ def test_a_compile_error_has_the_same_first_line_with_and_without_the_pch(pch_ca
 @needs_gcc
 def test_flags_without_a_pch_build_as_before_and_do_not_wait(pch_cache, tmp_path):
     odd = tmp_path / "odd_flags.py"
-    odd.write_text(CPP_OK.read_text().replace('extra_cflags=["-O2"]',
-                                              f'extra_cflags=["-O2", "-I{tmp_path}", "-fno-strict-aliasing"]'))
+    odd.write_text(CPP_OK.read_text().replace('extra_cflags=["-O3"]',
+                                              f'extra_cflags=["-O3", "-I{tmp_path}", "-fno-strict-aliasing"]'))
     result, log = _build(odd, pch_cache)
     assert result.ok and "precompiled" not in log
     before = sorted(p.name for p in (pch_cache / "pch").iterdir())
     other = tmp_path / "other_flags.py"
-    other.write_text(CPP_OK.read_text().replace('extra_cflags=["-O2"]', 'extra_cflags=["-O1"]'))
+    other.write_text(CPP_OK.read_text().replace('extra_cflags=["-O3"]', 'extra_cflags=["-O1"]'))
     result, log = _build(other, pch_cache)  # a flag set with no PCH yet: a lone build does not make one
     assert result.ok and "precompiled" not in log
     assert sorted(p.name for p in (pch_cache / "pch").iterdir()) == before
@@ -374,7 +374,7 @@ def test_flags_without_a_pch_build_as_before_and_do_not_wait(pch_cache, tmp_path
 @slow
 @needs_gcc
 def test_the_pch_is_made_once_and_reused(pch_cache, tmp_path):
-    request = pch.request_for(["-O2"], False)
+    request = pch.request_for(["-O3"], False)
     gch = pch_cache / "pch" / request.key / f"{pch.HEADER}.gch"
     stamp = gch.stat().st_mtime_ns, gch.stat().st_ino
     assert pch.build(pch_cache / "pch", request) == "made already" and not pch.should_build(pch_cache / "pch", request)

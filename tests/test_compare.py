@@ -247,3 +247,48 @@ def test_a_problem_that_fails_in_new_is_not_called_the_solutions_failure():
     md = compare.render_markdown(cmp, GatePolicy())
     assert md.count("problem error (NEW's problem file failed)") == 2 and "newly failing" not in md
     assert "2 problem error" in compare.summary_line(cmp)
+
+
+def _timed(speedup: float, ci) -> TaskResult:
+    r = _ok("level1/1_Square", "claude", 1.0, 1.0 / speedup, (0.0, 0.0))
+    return dataclasses.replace(r, speedup=speedup, timing=dataclasses.replace(r.timing, speedup=speedup, speedup_ci=ci))
+
+
+def test_faster_or_slower_only_where_the_two_intervals_separate():
+    """Over 2000 random pairs of runs (wide and narrow intervals, overlapping, touching and
+    apart): a task is faster or slower exactly when its intervals do not overlap, and
+    the direction is the intervals' own."""
+    import numpy as np
+
+    rng = np.random.default_rng(26)
+    seen = set()
+    for _ in range(2000):
+        sides = []
+        for _ in range(2):
+            s = float(rng.uniform(0.5, 2.0))
+            lo, hi = s * (1 - float(rng.uniform(0, 0.3))), s * (1 + float(rng.uniform(0, 0.3)))
+            sides.append(_timed(s, (lo, hi)))
+        b, n = sides
+        mark, _, _ = compare._mark(b, n, GatePolicy(), 0.05)
+        (b_lo, b_hi), (n_lo, n_hi) = b.timing.speedup_ci, n.timing.speedup_ci
+        separated = n_lo > b_hi or n_hi < b_lo
+        assert (mark in ("faster", "slower")) == separated, (mark, b.timing.speedup_ci, n.timing.speedup_ci)
+        if separated:
+            assert mark == ("faster" if n_lo > b_hi else "slower")
+        seen.add(mark)
+    assert seen == {"faster", "slower", "not significant"}
+
+
+@pytest.mark.parametrize("ci", [(float("nan"), float("nan")), (1.2, 0.8), None, (float("-inf"), 5.0), (0.0, 0.0)])
+def test_an_interval_that_cannot_be_read_never_separates(ci):
+    """A NaN, inverted, missing or empty interval is no evidence of a change, however far apart the speedups."""
+    base, new = _timed(1.0, (0.99, 1.01)), _timed(3.0, ci)
+    for b, n in ((base, new), (new, base)):
+        assert compare._mark(b, n, GatePolicy(), 0.05)[0] == "not significant"
+
+
+def test_an_interval_that_misses_its_speedup_is_widened_to_it():
+    """Speedup 1.5 with an interval [1.0, 1.1] (a bootstrap of few samples): the claim is at
+    most as strong as [1.0, 1.5], which overlaps a base of [1.4, 1.6]."""
+    assert compare._mark(_timed(1.5, (1.4, 1.6)), _timed(1.5, (1.0, 1.1)), GatePolicy(), 0.05)[0] == "not significant"
+    assert compare.interval(_timed(1.5, (1.0, 1.1))) == (1.0, 1.5)

@@ -245,3 +245,43 @@ def test_set_filter_substring_and_glob(problems, two_sets):
 def test_problem_and_set_filters_combine(problems, two_sets):
     found = discover(problems, two_sets, problem_filters=("23_",), set_filters=("claude",))
     assert pairs(found) == [("level1/23_Softmax", "claude", "23_Softmax.py")]
+
+
+# ---- --solution: one candidate among several -------------------------------------
+
+def test_solution_file_selects_one_candidate_among_several(tmp_path, problems, monkeypatch):
+    sols = tmp_path / "solutions"
+    touch(sols, "m/level1/23_Softmax/a.py", "m/level1/23_Softmax/b.py", "m/level1/23_Softmax/c.py", "m/level1/1_Add.py")
+    found = discover(problems, sols, solution_files=(sols / "m/level1/23_Softmax/b.py",))
+    assert pairs(found) == [("level1/23_Softmax", "m", "b.py")]
+    # a relative path, given twice, and the run's order whatever the order given
+    monkeypatch.chdir(tmp_path)
+    rel = Path("solutions/m/level1/23_Softmax/c.py")
+    found = discover(problems, sols, solution_files=(rel, rel, sols / "m/level1/1_Add.py"))
+    assert pairs(found) == [("level1/1_Add", "m", "1_Add.py"), ("level1/23_Softmax", "m", "c.py")]
+
+
+def test_solution_file_left_out_by_a_filter_says_so(tmp_path, problems):
+    sols = tmp_path / "solutions"
+    touch(sols, "m/level1/23_Softmax/a.py")
+    with pytest.raises(UserError, match="left out by -p or -s"):
+        discover(problems, sols, ("Add",), (), (sols / "m/level1/23_Softmax/a.py",))
+
+
+def test_problems_given_a_file_says_it_is_a_file(problems):
+    with pytest.raises(UserError, match="is a file, not a folder; pass the folder that holds <level>/<name>.py"):
+        find_problems(problems / "level1" / "1_Add.py")
+
+
+def test_nothing_to_run_names_the_filter_and_what_exists(tmp_path, problems):
+    from harness.discover import why_nothing_to_run
+
+    sols = tmp_path / "solutions"
+    touch(sols, "m/level1/1_Add.py", "other/level1/2_Relu.py")
+    found = discover(problems, sols, ("NoSuchThing",))
+    msg = str(why_nothing_to_run(found, problems, sols, ("NoSuchThing",), ()))
+    assert msg.startswith("-p NoSuchThing matched none of the 5 problems under")
+    assert "level1/1_Add, level1/2_Relu, level1/10_Softmax, level1/23_Softmax, level2/1_Conv_ReLU" in msg
+    found = discover(problems, sols, (), ("nope",))
+    assert "-s nope matched none of the solution sets" in str(why_nothing_to_run(found, problems, sols, (), ("nope",)))
+    assert "m, other" in str(why_nothing_to_run(found, problems, sols, (), ("nope",)))

@@ -1,6 +1,7 @@
 """Nothing a solution starts or writes outlives its task or leaves its scratch folder
-(issue 11, containment). The escape fixtures run through the CLI with their own build
-cache; then, after kbench has exited:
+(issue 11, containment). The escape fixtures run in the session's run of the whole CPU
+adversarial set (conftest.adversarial_cpu, with its own build cache), which also
+watches what happens after kbench has exited:
 
 (a) 3 s later, no process carrying the fixtures' marker is alive (any found are killed);
 (b) 5 s later, results.json has the bytes it had when kbench exited;
@@ -9,11 +10,10 @@ cache; then, after kbench has exited:
 and every escape fixture gets the verdict it declares."""
 import json
 import shutil
-import time
 
 import pytest
 
-from conftest import ROOT, kill_pids, marker_pids, pwned_files
+from conftest import ROOT
 from expect import mismatches
 
 CPU = ROOT / "tests" / "fixtures" / "adversarial" / "cpu"
@@ -47,41 +47,18 @@ def _run(run_cli, solutions, out, cache):
 
 
 @pytest.fixture(scope="module")
-def escaped(run_cli, tmp_path_factory):
-    """Run the escape fixtures once (the victim beside them) and watch what happens after kbench exits."""
-    tmp = tmp_path_factory.mktemp("escapes")
-    cache, out = tmp / "cache", tmp / "run"
-    solutions = _solutions(tmp / "solutions", ESCAPES + [VICTIM])
-    markers_before, pwned_before = marker_pids(), pwned_files()
-    seen = {"cache": cache, "tmp": tmp}
-    try:
-        proc = _run(run_cli, solutions, out, cache)
-        exited = time.monotonic()
-        seen["proc"] = proc
-        results = out / "results.json"
-        seen["bytes_at_exit"] = results.read_bytes() if results.is_file() else None
-        time.sleep(max(0.0, exited + 3 - time.monotonic()))
-        seen["alive_after_3s"] = {pid: _cmdline(pid) for pid in marker_pids() - markers_before}
-        time.sleep(max(0.0, exited + 5 - time.monotonic()))
-        seen["bytes_after_5s"] = results.read_bytes() if results.is_file() else None
-        seen["pwned"] = sorted(str(p) for p in pwned_files() - pwned_before)
-    finally:
-        kill_pids(marker_pids() - markers_before)
-        for path in pwned_files() - pwned_before:
-            path.unlink(missing_ok=True)
-    return seen
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:200]
-    except OSError:
-        return "(gone)"
+def escaped(adversarial_cpu):
+    """The session run, its results narrowed to the escape fixtures and their victim."""
+    data = json.loads(adversarial_cpu["bytes_at_exit"]) if adversarial_cpu["bytes_at_exit"] else None
+    if data is not None:
+        wanted = {str(CPU / rel) for rel in ESCAPES + [VICTIM]}
+        data["results"] = [r for r in data["results"] if r["solution_path"] in wanted]
+    return {**adversarial_cpu, "escapes": data}
 
 
 def test_escape_fixtures_get_their_verdicts(escaped):
-    assert escaped["bytes_at_exit"] is not None, escaped["proc"].stderr[-3000:]
-    data = json.loads(escaped["bytes_at_exit"])
+    data = escaped["escapes"]
+    assert data is not None, escaped["proc"].stderr[-3000:]
     assert len(data["results"]) == len(ESCAPES) + 1 and data["run"]["finished"]
     assert mismatches(data["results"]) == []
 

@@ -1,5 +1,5 @@
 """The fixture expectation language (tests/expect.py) itself."""
-from expect import _problems, expected, mismatches, speed_only
+from expect import _problems, expected, mismatches, timing_only
 
 
 def _result(status="ok", speedup=None, flags=(), message=""):
@@ -54,7 +54,7 @@ def test_twin_ratio_refuses_an_attack_that_works(tmp_path):
     """The issue's numbers: a clean ok at 70.9x against 7.3x for the same kernel honest."""
     bad = mismatches(_twin_run(tmp_path, _result(speedup=70.9), _result(speedup=7.3), TWIN))
     assert len(bad) == 1 and "70.9 > 1.3 x twin honest.py's 7.3" in bad[0]
-    assert speed_only(bad[0])  # so a CPU run measures it again (tests/test_adversarial.py)
+    assert timing_only(bad[0])  # so a CPU run measures it again (tests/test_adversarial.py)
 
 
 def test_twin_ratio_does_not_apply_to_a_result_the_gate_fails(tmp_path):
@@ -67,20 +67,32 @@ def test_twin_ratio_does_not_apply_to_a_result_the_gate_fails(tmp_path):
 
 def test_a_twin_that_failed_or_is_missing_is_a_mismatch(tmp_path):
     bad = mismatches(_twin_run(tmp_path, _result(speedup=1.0), _result(status="incorrect"), TWIN), only="attack.py")
-    assert len(bad) == 1 and "twin honest.py got incorrect" in bad[0] and not speed_only(bad[0])
+    assert len(bad) == 1 and "twin honest.py got incorrect" in bad[0] and not timing_only(bad[0])
     results = _twin_run(tmp_path / "alone", _result(speedup=1.0), _result(speedup=1.0), TWIN)[:1]
     bad = mismatches(results)
     assert len(bad) == 1 and "not judged in this run" in bad[0]
 
 
-def test_speed_only_ignores_alternatives_with_another_status():
+def test_timing_only_ignores_alternatives_with_another_status():
     line = ("level1/2_Affine a.py: status ok != incorrect (x, y) / speedup 9 > 1.3 x twin honest.py's 1 (9.00x the twin)")
-    assert speed_only(line)
-    assert not speed_only("level1/2_Affine a.py: status ok != incorrect (x) / unexpected flags ['tampering']")
-    assert not speed_only("level1/2_Affine a.py: status crashed != ok (killed)")
+    assert timing_only(line)
+    assert not timing_only("level1/2_Affine a.py: status ok != incorrect (x) / unexpected flags ['tampering']")
+    assert not timing_only("level1/2_Affine a.py: status crashed != ok (killed)")
 
 
 def test_only_reports_the_named_fixture(tmp_path):
     results = _twin_run(tmp_path, _result(speedup=70.9), _result(speedup=7.3), TWIN)
     assert mismatches(results, only="honest.py") == []
     assert len(mismatches(results, only="attack.py")) == 1
+
+
+def test_timing_only_misses_are_those_the_clock_decides():
+    """A speedup above its bound or an unexpected timing_mismatch may be the loaded CPU
+    clock; a wrong status, a missing flag or any other flag never is."""
+    assert timing_only("level1/2_Affine import_problem_file.py: speedup 3.29 > max_speedup 1.5")
+    assert timing_only("level1/2_Affine noncontiguous_out.py: unexpected flags ['timing_mismatch']")
+    assert timing_only("level1/2_Affine x.py: unexpected flags ['timing_mismatch']; speedup 3 > max_speedup 1.5")
+    assert not timing_only("level1/2_Affine x.py: unexpected flags ['tampering']; speedup 3 > max_speedup 1.5")
+    assert not timing_only("level1/2_Affine x.py: unexpected flags ['tampering', 'timing_mismatch']")
+    assert not timing_only("level1/2_Affine x.py: flags [] lack ['timing_mismatch']")
+    assert not timing_only("level1/2_Affine x.py: status incorrect != ok (wrong)")

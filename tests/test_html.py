@@ -106,6 +106,7 @@ def test_cli_writes_html_to_out_or_stdout(tmp_path):
     src = tmp_path / "results.json"
     report.write_json(html_run(), src)
     out = tmp_path / "page" / "report.html"
+    out.parent.mkdir()  # --out creates no folder (tests/test_cli_options.py)
     res = CliRunner().invoke(cli.main, ["report", str(src), "--format", "html", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert res.stdout == "" and str(out) in res.stderr

@@ -2,7 +2,7 @@
 import json
 
 from conftest import ROOT
-from expect import mismatches
+from expect import verdict_mismatches
 
 KB = ROOT / "tests" / "fixtures" / "kernelbench"
 
@@ -10,13 +10,13 @@ KB = ROOT / "tests" / "fixtures" / "kernelbench"
 def test_kernelbench_layouts_run_unchanged(run_cli, tmp_path):
     out = tmp_path / "r"
     proc = run_cli("run", "--problems", str(KB / "KernelBench"), "--solutions", str(KB / "runs"), "--out", str(out),
-                   "--device", "cpu", "--time-budget", "1")
+                   "--device", "cpu", "--no-timing")  # layouts and verdicts; timing adds nothing here
     data = json.loads((out / "results.json").read_text())
     results = data["results"]
     assert len(results) == 3, proc.stderr[-2000:]
     assert {r["solution_set"] for r in results} == {"runs"}  # the generation folder is one set
     assert {r["problem"] for r in results} == {"level1/1_Scale_tensor", "level1/2_Sum_rows"}
-    assert mismatches(results) == []
+    assert verdict_mismatches(results) == []
     assert any("level_1_problem_9_sample_0_kernel.py" in u and "no problem numbered 9" in u for u in data["run"]["unmatched"])
     md = (out / "report.md").read_text()
     assert "Several candidates per problem" in md  # two samples of problem 1: pass@k

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from expect import mismatches
+from expect import mismatches, verdict_mismatches
 from harness import html
 from harness import report as writers
 from harness.gate import GatePolicy
@@ -41,7 +41,7 @@ def test_honest_half_solutions_pass_and_a_coarse_one_fails(half_run):
     precision, proc, out = half_run
     results = _results(out)
     assert len(results) == 4, proc.stderr[-3000:]
-    assert mismatches(results) == []
+    assert verdict_mismatches(results) == []
     coarse = next(r for r in results if r["solution_path"].endswith("coarse.py"))
     assert f"{precision} reference's own error" in coarse["message"] and "x 4" in coarse["message"]
     for r in results:

@@ -82,11 +82,12 @@ def golden_run() -> RunResults:
             problem="level1/95_CrossEntropyLoss", solution_set="gpt",
             solution_path="solutions/gpt/level1/95_CrossEntropyLoss.py", status=Status.INCORRECT,
             message="output shape [1] vs reference [] | trial 1", phase="check", seconds=4.2, check=_check(0.5),
+            log_path="results/20250102-030405/logs/gpt/level1_95_CrossEntropyLoss__95_CrossEntropyLoss.log",
         ),
         TaskResult(
             problem="level1/98_KLDivLoss", solution_set="gpt", solution_path="solutions/gpt/level1/98_KLDivLoss.py",
             status=Status.BUILD_ERROR, message='kernel.cu(12): error: identifier "x" is undefined', phase="build",
-            seconds=30.0,
+            seconds=30.0, log_path="/ci/ws/results/20250102-030405/logs/gpt/level1_98_KLDivLoss__98_KLDivLoss.log",
         ),
         TaskResult(
             problem="level1/100_HingeLoss", solution_set="claude",
@@ -313,3 +314,31 @@ def test_a_problem_that_failed_is_named_once_as_the_problems():
     assert rows == ["| level1/98_KLDivLoss | 3 | problem file problems/level1/98_KLDivLoss.py, line 21: get_inputs() "
                     "raised ValueError: bad shape; fix the problem file (the solution was not judged) |"]
     assert "## Problem files that failed" not in report.render_markdown(golden_run(), GatePolicy())
+
+
+def test_a_cpu_report_describes_the_cpu_clock_not_cuda_events():
+    run = RunResults(dataclasses.replace(golden_run().run, device="cpu"), (
+        _ok("level1/1_A", "m", 2.0, 1.0, (1.9, 2.1), clock="cpu_clock"),
+        _ok("level1/2_B", "m", 3.0, 1.0, (2.9, 3.1), clock="cpu_clock"),
+    ))
+    md = report.render_markdown(run, GatePolicy())
+    assert "the CPU time each side's processes used for a batch of calls" in md
+    assert "CUDA" not in md.split("## Results", 1)[1] and "host_bound" not in md  # no GPU words on a CPU run
+    gpu = report.render_markdown(golden_run(), GatePolicy())
+    assert "the judge's own wall clock around a batch of calls" in gpu and "CPU time each side" not in gpu
+
+
+def test_failure_lines_link_the_tasks_log_inside_the_run_folder():
+    md = report.render_markdown(golden_run(), GatePolicy())
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **build_error**"))
+    # relative to report.md, whatever folder the run was written from (an absolute CI path here)
+    assert line.endswith("(log: [logs/gpt/level1_98_KLDivLoss__98_KLDivLoss.log]"
+                         "(logs/gpt/level1_98_KLDivLoss__98_KLDivLoss.log))")
+    assert report.log_link("/elsewhere/task.log") == "`/elsewhere/task.log`"
+
+
+def test_an_ok_task_that_fails_the_gate_is_listed_with_the_reason():
+    """--min-speedup fails an ok task with no flag: report.md says so, in the failures list."""
+    md = report.render_markdown(golden_run(), GatePolicy(min_speedup=2.0))
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **ok**") and "`level1/23_Softmax` in set `claude`" in ln)
+    assert line.endswith("fails the gate: speedup 1.80x < --min-speedup 2.")

@@ -360,57 +360,71 @@ def test_wait_exit_returns_when_the_process_ends_not_at_the_next_poll():
 
 
 
-def _kill_kbench_during_a_build(tmp_path, prelude: str = "") -> tuple[int, bytes] | None:
-    """Run kbench on a solution whose import (in a build process) runs `prelude`, marks
-    that it got there, and sleeps; kill -9 kbench once the solution's own code runs.
-    The build process, if it is still alive 10 s later (else None)."""
-    problems, sets, cache, mark = tmp_path / "problems", tmp_path / "solutions", tmp_path / "cache", tmp_path / "mark"
+def _kill_kbench_during_builds(tmp_path, preludes: dict[str, str]) -> dict[str, tuple[int, bytes] | None]:
+    """Run kbench on one solution per prelude, each of whose imports (in a build process)
+    runs its prelude, marks that it got there, and sleeps; kill -9 kbench once every
+    solution's own code runs. For each solution, its build process if it is still alive
+    10 s later, else None. One kbench run for all of them: its start and the 10 s wait
+    are paid once."""
+    problems, sets, cache = tmp_path / "problems", tmp_path / "solutions", tmp_path / "cache"
     (problems / "level1").mkdir(parents=True)
-    (sets / "s" / "level1").mkdir(parents=True)
+    (sets / "s" / "level1" / "1_Scale").mkdir(parents=True)
     (problems / "level1" / "1_Scale.py").write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n"
         "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
-    (sets / "s" / "level1" / "1_Scale.py").write_text(
-        "import pathlib, time\nimport torch\nimport torch.utils.cpp_extension  # a build: imported in a build process\n"
-        f"{prelude}\npathlib.Path({str(mark)!r}).write_text('here')\ntime.sleep(600)\n"
-        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n")
+    marks = {name: tmp_path / f"mark-{name}" for name in preludes}
+    for name, prelude in preludes.items():
+        (sets / "s" / "level1" / "1_Scale" / f"{name}.py").write_text(
+            "import pathlib, time\nimport torch\nimport torch.utils.cpp_extension  # a build: imported in a build process\n"
+            f"{prelude}\npathlib.Path({str(marks[name])!r}).write_text('here')\ntime.sleep(600)\n"
+            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n")
     kbench = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(problems),
                                "--solutions", str(sets), "--device", "cpu", "--out", str(tmp_path / "out"),
-                               "--cache-dir", str(cache), "--exit-zero"], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    build = None
+                               "--cache-dir", str(cache), "--exit-zero", "--build-jobs", str(len(preludes))],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    builds: dict[str, tuple[int, bytes]] = {}
     try:
         end = time.monotonic() + 120
-        while not mark.exists() and time.monotonic() < end and kbench.poll() is None:
+        while not all(m.exists() for m in marks.values()) and time.monotonic() < end and kbench.poll() is None:
             time.sleep(0.1)
-        assert mark.exists(), "the solution's import never ran"
+        assert all(m.exists() for m in marks.values()), "a solution's import never ran"
         for pid in children(kbench.pid):
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read()
             if b"harness.build" in argv:
-                build = (pid, argv)
-        assert build is not None, "no build process"
+                spec = json.loads(Path(argv.split(b"\0")[-2].decode()).read_text())  # ... harness.build SPEC
+                builds[Path(spec["solution_path"]).stem] = (pid, argv)
+        assert set(builds) == set(preludes), f"build processes: {sorted(builds)}"
         kbench.kill()
         kbench.wait()
-        return None if wait_gone(*build, seconds=10) else build
+        deadline = time.monotonic() + 10
+        return {name: None if wait_gone(*b, seconds=max(0.0, deadline - time.monotonic())) else b
+                for name, b in builds.items()}
     finally:
         if kbench.poll() is None:
             kbench.kill()
-        if build is not None:
-            kill_if_alive(*build)
+        for b in builds.values():
+            kill_if_alive(*b)
 
 
-def test_a_build_that_hangs_at_import_dies_with_kbench(tmp_path):
+@pytest.fixture(scope="module")
+def builds_after_kbench_died(tmp_path_factory):
+    return _kill_kbench_during_builds(tmp_path_factory.mktemp("killed"), {
+        "hangs": "",
+        "clears_pdeathsig": "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none",
+    })
+
+
+def test_a_build_that_hangs_at_import_dies_with_kbench(builds_after_kbench_died):
     """A build process imports the solution, whose module-level code runs there; if kbench
     is killed (kill -9: no cleanup runs) that process must not run on, any more than a judge."""
-    assert _kill_kbench_during_a_build(tmp_path) is None, "the build process outlived kbench"
+    assert builds_after_kbench_died["hangs"] is None, "the build process outlived kbench"
 
 
 @pytest.mark.xfail(strict=True, reason="known hole (README, What is not defended): code in the process can clear "
                                        "its own parent-death signal; nothing is left to kill it once kbench is dead")
-def test_a_build_that_clears_its_parent_death_signal_dies_with_kbench(tmp_path):
-    prelude = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none"
-    assert _kill_kbench_during_a_build(tmp_path, prelude) is None, "the build process outlived kbench"
+def test_a_build_that_clears_its_parent_death_signal_dies_with_kbench(builds_after_kbench_died):
+    assert builds_after_kbench_died["clears_pdeathsig"] is None, "the build process outlived kbench"
 
 
 def test_a_judge_starts_its_candidate_before_it_imports_torch():

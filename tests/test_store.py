@@ -66,6 +66,9 @@ class Recorder:
     def note(self, text):
         self.notes.append(text)
 
+    def run_folder(self, path):
+        self.out_dir = path
+
 
 def make_tasks(root: Path, count: int) -> tuple[Path, Path]:
     """One problem and `count` candidate solutions for it in one set."""
