@@ -57,4 +57,4 @@ def test_its_report_reads_as_a_cpu_run(demo_run):
     _, runs = demo_run
     md = (runs[0] / "report.md").read_text()
     assert "device: cpu" in md and "| ok | 4 |" in md
-    assert "the judge's wall clock around batches of calls on the CPU" in md and "CUDA events" not in md
+    assert "CPU time each side's processes used for a batch of calls" in md and "CUDA events" not in md

@@ -111,12 +111,14 @@ def test_signature_tells_new_shapes_apart():
 def test_a_trickled_reply_cannot_stretch_the_limit():
     """A peer that sends its reply one byte every 0.2 s makes every single read
     succeed; the request still ends at its 1 s limit, and the peer is killed."""
+    from harness.judge.freeze import Freezer
     from harness.judge.remote import CandidateHung, Remote
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     remote = Remote.__new__(Remote)  # the judge's side only; the candidate is this test's thread
     remote.sock = ours
     remote.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    remote.freezer, remote.last_wall_s = Freezer(remote.proc.pid), 0.0
     stop = threading.Event()
 
     def trickle():
@@ -148,6 +150,7 @@ def test_a_trickled_reply_cannot_stretch_the_limit():
 def _judge_side(child: bool):
     """A Remote with its socket's far end, whose 'candidate' process runs a child (a
     compiler, as far as the judge can tell) or not."""
+    from harness.judge.freeze import Freezer
     from harness.judge.remote import Remote
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -156,6 +159,8 @@ def _judge_side(child: bool):
     code = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)" if child else \
         "import time; time.sleep(60)"
     remote.proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    remote.freezer = Freezer(remote.proc.pid)  # as Remote.__init__: stopped between requests
+    remote.last_wall_s = 0.0
     time.sleep(0.5)  # its child has started
     return remote, theirs
 

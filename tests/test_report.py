@@ -140,7 +140,7 @@ def test_report_md_says_what_a_reader_needs(written):
     # which clock timed each task: a column when they differ, and the counts
     assert "| 2.900-3.100 | cuda_graph | fail |" in md
     assert "Timed by: cuda_burst (3 tasks), cuda_graph (1 task)." in md
-    assert "the judge's own wall clock around a batch of calls" in md
+    assert "CUDA events the judge records around its batch" in md
     assert "| floor | % of floor | GB/s |" in md and "| 90 | 2700 |" in md  # roofline columns
     # a solution column, and times in the unit that fits
     assert "| level2/1_Conv2d_ReLU_BiasAdd | gpt | 1_Conv2d_ReLU_BiasAdd.py | ok | tampering | 12.50 us | 5.00 us |" in md
@@ -325,7 +325,7 @@ def test_a_cpu_report_describes_the_cpu_clock_not_cuda_events():
     assert "the CPU time each side's processes used for a batch of calls" in md
     assert "CUDA" not in md.split("## Results", 1)[1] and "host_bound" not in md  # no GPU words on a CPU run
     gpu = report.render_markdown(golden_run(), GatePolicy())
-    assert "the judge's own wall clock around a batch of calls" in gpu and "CPU time each side" not in gpu
+    assert "CUDA events the judge records around its batch" in gpu and "CPU time each side" not in gpu
 
 
 def test_failure_lines_link_the_tasks_log_inside_the_run_folder():

@@ -392,7 +392,8 @@ def _kill_kbench_during_builds(tmp_path, preludes: dict[str, str]) -> dict[str, 
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read()
             if b"harness.build" in argv:
-                spec = json.loads(Path(argv.split(b"\0")[-2].decode()).read_text())  # ... harness.build SPEC
+                args = argv.split(b"\0")  # ... -m harness.build SPEC RESULT_FD
+                spec = json.loads(Path(args[args.index(b"harness.build") + 1].decode()).read_text())
                 builds[Path(spec["solution_path"]).stem] = (pid, argv)
         assert set(builds) == set(preludes), f"build processes: {sorted(builds)}"
         kbench.kill()

@@ -19,9 +19,11 @@ candidate reports enters a figure:
     values: a call skipped, deferred, replayed or finished later is an output
     that is not there. One call per batch, picked after it ran, is compared
     in full.
-  * The candidate's own events are its claim: where they disagree with the
-    judge's measure the task is flagged timing_mismatch; the figure stays the
-    judge's.
+  * The candidate's own CUDA events around the batch are its claim. The
+    judge's measure bounds it: a claim no more than 15% under the measure is
+    the figure (finer than a wall clock that carries a stopped process's
+    wake-up), a lower one is timing_mismatch and the measure is the figure
+    (Timer._after).
 Batches are long enough that the fixed cost is at most 2% of them (10 ms
 on a GPU, 20 ms on the CPU, or 50 times the fixed cost), as far as memory for
 one input copy per call allows. Calls of a few microseconds run as one replay
