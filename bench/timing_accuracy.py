@@ -172,6 +172,7 @@ def profile_sides(problems: Path, solutions: Path, cache: Path, work: Path) -> d
 
     from harness import build
     from harness.discover import discover
+    from harness.isolate import child_env
 
     major, minor = torch.cuda.get_device_capability(0)
     arch = f"{major}.{minor}"  # as kbench builds (pipeline.probe_device): the same build folders
@@ -179,7 +180,7 @@ def profile_sides(problems: Path, solutions: Path, cache: Path, work: Path) -> d
     built = build.build_all(list(found), build.BuildConfig("cuda", arch, cache / "builds", 16, 600.0))
     tasks = [{"problem_path": t.problem_path, "solution_path": t.solution_path, "ext_dir": built[t.key].ext_dir}
              for t in found]
-    env = build.child_env(dict(os.environ))
+    env = child_env(dict(os.environ))
     env["TORCH_CUDA_ARCH_LIST"] = arch
     out = {}
     for side in ("ref", "sol"):

@@ -25,7 +25,7 @@ from typing import Callable
 
 from .build_errors import build_error_message, transient
 from .build_queue import BuildQueue, build_nice, compile_slots, concurrency
-from .isolate import Child, kill_all, run_child
+from .isolate import Child, child_env, kill_all, run_child
 from .records import BuildResult, Status, Task
 
 # Bump to invalidate every cached build (2: verbose builds kept only torch's line;
@@ -366,37 +366,6 @@ def _result(data: dict, seconds: float, cached: bool, ext_dir: Path) -> BuildRes
     return BuildResult(status is None, status, data.get("message", ""), seconds, cached, str(ext_dir / "ext"))
 
 
-def child_env(env: dict[str, str]) -> dict[str, str]:
-    """Children run `python -m harness...` from the user's folder (solution paths
-    stay relative to it), so the package must be importable from anywhere."""
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]:
-    """Status and message for an exception raised while importing a solution.
-    The build process and the worker both import it and must judge alike."""
-    from . import load
-
-    if isinstance(exc, load.NeedsCuda):
-        return Status.SKIPPED, str(exc)
-    if hooks.failures:
-        # A build failed first: whatever the solution did next (caught it and called
-        # sys.exit, raised its own "compilation failed", left ModelNew undefined) follows from it.
-        return Status.BUILD_ERROR, build_error_message(hooks.failures[-1], fallback=load.last_line(exc))
-    if isinstance(exc, load.LoadError):
-        return Status.LOAD_ERROR, str(exc)
-    if isinstance(exc, SystemExit):
-        return Status.LOAD_ERROR, f"the solution called sys.exit({exc.code!r}) at import"
-    if device == "cpu" and load.is_missing_cuda(exc):
-        return Status.SKIPPED, f"needs CUDA: {load.last_line(exc)}"
-    import traceback
-
-    traceback.print_exception(exc)  # into the task's log
-    return Status.LOAD_ERROR, f"at import: {load.last_line(exc)}"
-
-
 # ---- child side -------------------------------------------------------------
 
 def lower(nice: int) -> None:
@@ -450,7 +419,7 @@ def _child(spec_path: str, result_fd: str | None = None) -> None:
     except BaseException as e:  # noqa: BLE001 - a solution may raise anything, SystemExit included
         if hooks.failures:
             print(hooks.failures[-1])  # the full compiler output, into the log
-        status, message = import_failure(e, hooks, spec["device"])
+        status, message = load.import_failure(e, hooks, spec["device"])
         data = {"status": status.value, "message": message}
         if hooks.failures and transient(hooks.failures[-1]):
             data["cache"] = False

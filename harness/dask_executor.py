@@ -27,10 +27,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, health, launch, work
+from . import health, launch, work
 from .gpus import visible_device
 from .executors import Events, Finished, Quiet, prestart_depth
-from .records import BuildResult, Status, TaskSpec, UserError
+from .records import BuildResult, Status, TaskSpec, UserError, __version__
 
 START_TOPIC = "kbench-task-start"
 RESOURCE = {"cuda": "GPU", "cpu": "EVAL"}
@@ -58,7 +58,7 @@ def _worker_host(device: str, args: WorkerArgs) -> work.Host:
     key = (device, args)
     with _lock:
         if key not in _hosts:
-            from .pipeline import default_cache_dir
+            from .cache_dir import default_cache_dir
 
             cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
             _hosts[key] = work.probe_host(cache, device, build_jobs=args.build_jobs or 2, use_cache=args.use_cache,

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from .cache_dir import default_cache_dir
+
 FACTS_SALT = "kbench-facts-1"  # bump when what is stored changes
 MAX_PROCESSES = 8
 
@@ -29,12 +31,6 @@ class ProblemFacts:
     input_bytes: int
     output_bytes: int
     flops: int | None
-
-
-def default_cache_dir() -> Path:
-    """The kbench cache (as harness/pipeline.py finds it): $KBENCH_CACHE, else $XDG_CACHE_HOME/kbench."""
-    base = os.environ.get("KBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "kbench")
-    return Path(base).expanduser()
 
 
 def facts_key(source: bytes, torch_version: str) -> str:

@@ -276,3 +276,11 @@ def kill_all() -> None:
     """Kill every child still running (called when the run is interrupted)."""
     for proc in list(_live):
         kill_group(proc)
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """Children run `python -m harness...` from the user's folder (solution paths
+    stay relative to it), so the package must be importable from anywhere."""
+    root = str(Path(sys.modules["harness"].__file__).resolve().parent.parent)  # the folder holding the package
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import build, gpus
-from .isolate import Child
+from .isolate import Child, child_env
 from .records import (PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing,
                       from_json_dict)
 
@@ -49,7 +49,7 @@ def start_worker(cfg: EvalConfig) -> Child:
     """A judge process (which starts its candidate process) that imports torch and
     the harness, then waits for its task's spec on stdin. Started ahead of its
     task, so the seconds of `import torch` overlap the task before it."""
-    env = build.child_env(dict(os.environ))
+    env = child_env(dict(os.environ))
     env["PYTHONUNBUFFERED"] = "1"
     env["KBENCH_PARENT_PID"] = str(os.getpid())
     env["KBENCH_DEVICE"] = cfg.device

@@ -15,6 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
+from . import build_errors
+from .records import Status
+
 
 class NeedsCuda(Exception):
     """A solution asks for CUDA on a CPU run: the task is skipped, not failed."""
@@ -215,3 +218,22 @@ def triton_error_line(exc: BaseException) -> str | None:
     if message:
         parts.append(message)
     return ": ".join(parts)[:500]
+
+
+def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]:
+    """Status and message for an exception raised while importing a solution.
+    The build process and the worker both import it and must judge alike."""
+    if isinstance(exc, NeedsCuda):
+        return Status.SKIPPED, str(exc)
+    if hooks.failures:
+        # A build failed first: whatever the solution did next (caught it and called
+        # sys.exit, raised its own "compilation failed", left ModelNew undefined) follows from it.
+        return Status.BUILD_ERROR, build_errors.build_error_message(hooks.failures[-1], fallback=last_line(exc))
+    if isinstance(exc, LoadError):
+        return Status.LOAD_ERROR, str(exc)
+    if isinstance(exc, SystemExit):
+        return Status.LOAD_ERROR, f"the solution called sys.exit({exc.code!r}) at import"
+    if device == "cpu" and is_missing_cuda(exc):
+        return Status.SKIPPED, f"needs CUDA: {last_line(exc)}"
+    traceback.print_exception(exc)  # into the task's log
+    return Status.LOAD_ERROR, f"at import: {last_line(exc)}"

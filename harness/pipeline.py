@@ -21,15 +21,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, build, executors, junit, problem_sizes, report, task_seconds, work
+from . import build, executors, junit, problem_sizes, report, task_seconds, work
 from .discover import Discovery, discover, why_nothing_to_run
 from .early_judges import EarlyJudges
+from .cache_dir import default_cache_dir
 from .gate import GatePolicy
+from .isolate import child_env
 from .run_clock import RunClock
 from .runlock import LOCK_NAME, folder_lock
 from .usage import not_an_earlier_run
 from .store import STORE_NAME, ResultStore
-from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError
+from .records import BuildResult, Options, RunInfo, RunResults, Task, TaskResult, TaskSpec, UserError, __version__
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,6 @@ class RunConfig:
             "fail_on": sorted(f.value for f in self.policy.fail_flags), "min_speedup": self.policy.min_speedup,
             "executor": self.executor,
         }
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("KBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "kbench")
-    return Path(base).expanduser()
 
 
 class Reporter(Protocol):
@@ -418,7 +415,7 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
     if cfg.device == "cuda" and cfg.options.time:
         from . import roofline
 
-        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, build.child_env(dict(os.environ))) or None
+        bandwidth = roofline.cached_bandwidth(cfg.cache_dir, dev.name, child_env(dict(os.environ))) or None
         if not bandwidth:
             events.note("could not measure the device's copy bandwidth: no roofline floor this run")
     clock.lap("bandwidth")

@@ -14,6 +14,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+# kbench's version: in every run's results (RunInfo.kbench_version), in every task's
+# fingerprint for --resume, and checked by a Dask worker against the run's.
+__version__ = "0.1.0"
+
 # 2: the problem_error status. A version 1 file holds nothing version 2 changed, so it
 # reads as is; kbench before version 2 refuses a version 2 file in one line.
 SCHEMA_VERSION = 2

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import build, gpus, launch
-from .isolate import Child
+from .isolate import Child, child_env
 from .records import BuildResult, Options, Source, Status, Task, TaskResult, TaskSpec
 
 LOG_CAP = 4 << 20  # bytes of a task's log carried back from another host
@@ -184,7 +184,7 @@ def probe_host(cache_dir: Path, device: str, *, gpu_index: int | None = None, bu
     if measure_bandwidth:
         from . import roofline
 
-        env = build.child_env(dict(os.environ))
+        env = child_env(dict(os.environ))
         if gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus.visible_device(gpu_index)
         bandwidth = roofline.cached_bandwidth(cache_dir, name, env)

@@ -252,7 +252,7 @@ def test_a_caught_build_failure_is_still_the_build_error():
     the compiler's line is what the user needs, whatever came after it."""
     from types import SimpleNamespace
 
-    from harness.build import import_failure
+    from harness.load import import_failure
     from harness.load import LoadError
     from harness.records import Status
 
@@ -272,7 +272,7 @@ def test_a_solutions_syntax_error_names_its_file_and_line(tmp_path):
     path.write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x:\n        return x\n")
     with pytest.raises(SyntaxError) as info:
         load.import_file(str(path), "kbench_solution_under_test")
-    status, message = build.import_failure(info.value, load.BuildHooks(), "cpu")
+    status, message = load.import_failure(info.value, load.BuildHooks(), "cpu")
     assert status.value == "load_error"
     assert message.startswith("at import: SyntaxError: ") and "(broken_candidate.py, line 4)" in message, message
     assert "`def forward(self, x:`" in message  # the offending line's own text

@@ -71,7 +71,7 @@ class Candidate:
 
     # -- operations ------------------------------------------------------------
     def op_load(self, msg: dict, fds: list[int]) -> None:
-        from harness import build, load
+        from harness import load
 
         self.device = torch.device(msg["device"])
         self.locator = Locator(self.device)
@@ -93,7 +93,7 @@ class Candidate:
         try:
             module = load.load_solution(msg["solution_path"], self.device.type)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - a solution may raise anything
-            status, message = build.import_failure(e, self.hooks, self.device.type)
+            status, message = load.import_failure(e, self.hooks, self.device.type)
             return self.reply({**base, "ok": False, "status": status.value, "message": message})
         torch.manual_seed(msg["seed"])
         cls, name = load.candidate_class(module)

@@ -23,7 +23,7 @@ from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, TimingConf
 from .remote import Remote
 from .spawn import Spawned
 from .task import Judge, ProblemFailed, TaskFailed
-from .timing import PairResult, Side, Timer
+from .timing import PairResult, Side, Timer, empty_batches
 
 BELOW_FLOOR_FRACTION = 0.9  # faster than 90% of the time to read the inputs from HBM cannot be real
 NOISY_REL_CI = 0.05  # speedup interval half-width over 5% of the speedup
@@ -43,7 +43,7 @@ def run(spec: dict, remote: Remote, emit) -> dict:
 
     judge.set_phase = phase
     try:
-        judge.load()
+        judge.load(before_solution=empty_batches)  # timing.py: the fixed cost measured before the import
         judge.check()
         if spec["time"]:
             timing = time_task(judge, spec)

@@ -247,7 +247,7 @@ class Judge:
         self.set_phase(name)
 
     # -- stages ---------------------------------------------------------------
-    def load(self) -> None:
+    def load(self, before_solution: Callable[["Judge"], list[float]] | None = None) -> None:
         self.phase("load")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -282,12 +282,10 @@ class Judge:
         self.ask({"op": "ping"}, limit=limits.STARTUP)
         if self.device.type == "cuda":  # its CUDA context, if it was not started ahead as the next judge
             self.read(self.ask({"op": "prepare", "device": "cuda"}, limit=limits.STARTUP)[0])
-        if self.spec["time"]:
-            from .timing import empty_batches
-
+        if self.spec["time"] and before_solution is not None:
             # The fixed cost of a timed request, measured while no solution code has run here
             # or there: what the solution does cannot make the judge subtract more (timing.py).
-            self.pre_fixed_s = empty_batches(self)
+            self.pre_fixed_s = before_solution(self)
         fds: list[int] = []
         state = [[k, v] for k, v in self.ref.state_dict().items()]
         msg = {"op": "load", "solution_path": os.path.abspath(self.spec["solution_path"]), "device": self.spec["device"],
