@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from harness import console
-from harness.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse_flags, reasons_summary
+from harness.report import console
+from harness.report.gate import DEFAULT_FAIL_FLAGS, EXIT_USAGE, GatePolicy, gate, parse_flags, reasons_summary
 from harness.records import PRECISIONS, UserError
 
 DEFAULT_FAIL_ON = ",".join(sorted(f.value for f in DEFAULT_FAIL_FLAGS))
@@ -38,7 +38,7 @@ def _interrupt_with_deadline(reporter, signum, frame) -> None:
     closes the live display; and if that orderly stop has not ended the process
     within INTERRUPT_GRACE_S (an interrupt that lands inside a lock can leave it
     held), it ends here. Finished tasks are already in the run folder's results.jsonl."""
-    from harness.isolate import kill_all
+    from harness.shared.isolate import kill_all
 
     def hard_exit() -> None:
         kill_all()
@@ -128,7 +128,7 @@ class FiniteFloat(click.ParamType):
 def _writable_out(ctx, param, value: Path | None) -> Path | None:
     """--out must be a folder kbench can write: say so now, in one line, rather than
     with a traceback after the builds."""
-    from harness.usage import writable_folder
+    from harness.run.usage import writable_folder
 
     return None if value is None else writable_folder(value, "--out")
 
@@ -203,10 +203,11 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         no_cache, trials, seed, precision, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
         resume, junit_path, cpu_threads, executor, scheduler, dask_workers) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
-    from harness import demo, pipeline
-    from harness.isolate import kill_all
+    from harness.discover import demo
+    from harness.run import pipeline
+    from harness.shared.isolate import kill_all
     from harness.records import Options, TimingConfig
-    from harness.usage import writable_file
+    from harness.run.usage import writable_file
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
     if min_speedup is not None and no_timing:
@@ -216,7 +217,7 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
     if junit_path is not None:
         writable_file(junit_path, "--junit", created_by_run=resume or out)
     if device is None and not _given("problems") and not _given("solutions") and demo.wanted():
-        # The README's first command on a machine without a GPU: see harness/demo.py.
+        # The README's first command on a machine without a GPU: see harness/discover/demo.py.
         problems, solutions, device = demo.PROBLEMS, demo.SOLUTIONS, "cpu"
         time_budget = time_budget if _given("time_budget") else demo.TIME_BUDGET_S
         console.note(demo.NOTE)
@@ -277,8 +278,8 @@ def _parse_gpus(text: str) -> tuple[int, ...]:
 @_folder_options
 def list_(problems, solutions, problem_filters, set_filters, solution_files) -> None:
     """Show problems, solution sets, the tasks they make, and files that match no problem."""
-    from harness.discover import discover
-    from harness.facts_cache import facts_of_files
+    from harness.discover.folders import discover
+    from harness.discover.facts import facts_of_files
 
     found = discover(problems, solutions if solutions.exists() or solutions != Path("solutions") else None,
                      tuple(problem_filters), tuple(set_filters), tuple(solution_files))
@@ -295,10 +296,10 @@ def list_(problems, solutions, problem_filters, set_filters, solution_files) -> 
               help="Write to FILE instead of stdout.")
 def report(results_path, fmt, fail_on, out_path) -> None:
     """Re-render a run's results.json (or run folder, read from its results.jsonl) to stdout or --out FILE."""
-    from harness import html, junit
-    from harness import report as writers
+    from harness.report import html, junit
+    from harness.report import write as writers
     from harness.records import to_json_dict
-    from harness.usage import writable_file
+    from harness.run.usage import writable_file
 
     if out_path is not None:  # before the work: a typo in the folder must not create it, nor fail after rendering
         writable_file(out_path, "--out")
@@ -337,8 +338,8 @@ def compare(base_path, new_path, threshold, fmt, fail_on) -> None:
 
     Exit 1 when a task newly fails, passed but has a problem error in NEW, or is significantly slower by more
     than --threshold, else 0."""
-    from harness import compare as cmp
-    from harness.report import load_run
+    from harness.report import compare as cmp
+    from harness.report.write import load_run
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on))
     result = cmp.compare(load_run(base_path, console.warning), load_run(new_path, console.warning), policy, threshold)

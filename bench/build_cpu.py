@@ -14,7 +14,7 @@ nvcc (a CPU build of torch gets CUDA_HOME from nvcc's folder).
 
 plain: torch's build as is. pch: main.cpp with kbench's precompiled header (made
 first if missing, not counted). ccache: pch, and every compile through ccache with
-kbench's settings (harness/build.py, compiler_cache_env), its store empty at the
+kbench's settings (harness/build/stage.py, compiler_cache_env), its store empty at the
 start of the mode's first source.
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ def cpu_of(command: list[str], env: dict, cwd: Path) -> tuple[float, float, int]
 
 
 def build_env(mode: str, work: Path, arch: str) -> dict:
-    from harness import build, pch
+    from harness.build import stage as build, pch
 
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch, "TORCH_NO_COMPILER_WRAPPER": "1"}
     cfg = build.BuildConfig("cuda", arch, work / "cache" / "builds", 1, 3600)

@@ -33,7 +33,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from harness.shapes import nbytes  # noqa: E402
+from harness.discover.shapes import nbytes  # noqa: E402
 PROBLEM_FILES = sorted(
     (ROOT / "problems").glob("level*/*.py"),
     key=lambda p: (p.parent.name, int(re.match(r"\d+", p.stem).group()) if re.match(r"\d+", p.stem) else 0),
@@ -193,7 +193,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--only", default="", help="substring of level/name")
-    parser.add_argument("--small", action="store_true", help="use tests/test_problems.py's small sizes")
+    parser.add_argument("--small", action="store_true", help="use tests/discover/test_problems.py's small sizes")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()

@@ -19,10 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import report, store  # noqa: E402
-from harness.gate import GatePolicy  # noqa: E402
-from harness.records import (CheckResult, RunInfo, RunResults, SideTiming, Status, TaskResult,  # noqa: E402
-                             Timing)
+from harness.report import write as report, store  # noqa: E402
+from harness.report.gate import GatePolicy  # noqa: E402
+from harness.records import CheckResult, RunInfo, RunResults, SideTiming, Status, TaskResult, Timing
 
 
 def timed_result(i: int) -> TaskResult:

@@ -79,7 +79,7 @@ def profile_task(task: dict, side: str, flush, markers: dict, scratch: Path) -> 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from harness import load
+    from harness.build import load
 
     tag = Path(task["solution_path"]).stem + str(abs(hash(task["solution_path"])))
     problem = load.import_file(task["problem_path"], f"bench_problem_{tag}")
@@ -170,9 +170,9 @@ def profile_sides(problems: Path, solutions: Path, cache: Path, work: Path) -> d
     """Each side profiled in a process of its own; the solutions load kbench's builds."""
     import torch
 
-    from harness import build
-    from harness.discover import discover
-    from harness.isolate import child_env
+    from harness.build import stage as build
+    from harness.discover.folders import discover
+    from harness.shared.isolate import child_env
 
     major, minor = torch.cuda.get_device_capability(0)
     arch = f"{major}.{minor}"  # as kbench builds (pipeline.probe_device): the same build folders

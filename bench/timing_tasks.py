@@ -9,7 +9,7 @@ Device times span ~2 us to ~10 ms on an H100.
 
 `write_work` copies them into a work folder and adds the injected-wait copies of
 12_Tanh (WAIT_US = 10, 50, 2000); `validate` checks the copies on the CPU, which is
-what both scripts' --dry-run (and tests/test_bench_files.py) run.
+what both scripts' --dry-run (and tests/cli/test_bench_files.py) run.
 """
 from __future__ import annotations
 

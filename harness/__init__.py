@@ -1,4 +1,18 @@
-"""kbench: evaluate custom GPU kernels against PyTorch references."""
+"""kbench: evaluate custom GPU kernels against PyTorch references.
+
+One folder per stage, each saying in its __init__ which process runs it and
+what it may import; a folder imports only folders listed below it
+(tests/test_layout.py holds the code to that):
+
+  api.py, this file   the library's entrance (evaluate, Session, load_results)
+  run/                kbench's process: a run from the command line to the reports
+  report/             kbench's process: the terminal, results files, compare
+  judge/              the judge process (trusted)      candidate/  the candidate process
+  discover/           kbench's process: problems, solutions, what a problem moves
+  build/              the build processes: compile each solution once, cached
+  shared/             code that several processes run (sandbox, children, the wire format)
+  records.py          the records every stage passes; imports nothing of kbench's
+"""
 from __future__ import annotations
 
 from .records import __version__  # noqa: F401  (the one place it is written: records.py)
@@ -9,8 +23,8 @@ def load_results(path):
     `path` is a results.json, or a run folder (read from its results.jsonl store)."""
     from pathlib import Path
 
-    from .gate import GatePolicy
-    from .report import load_run, table
+    from .report.gate import GatePolicy
+    from .report.write import load_run, table
 
     return table(load_run(Path(path)), GatePolicy())
 

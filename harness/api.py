@@ -17,7 +17,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Iterable
 
-from . import executors, work
+from .run import executors, work
 from .records import Options, Source, TaskResult, TaskSpec, TimingConfig
 
 _TIMING = {"time_budget": "budget_s", "timing_mode": "mode"}
@@ -48,7 +48,7 @@ class Session:
     def __init__(self, executor: str = "local", *, device: str = "cuda", gpus: tuple[int, ...] = (),
                  scheduler: str | None = None, workers: int = 0, cache_dir: str | Path | None = None,
                  build_jobs: int = 0, log_dir: str | Path | None = None, **options):
-        from .pipeline import RunConfig, default_cache_dir, probe_device
+        from .run.pipeline import RunConfig, default_cache_dir, probe_device
 
         self.options = options_from(device, **options)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
@@ -56,7 +56,7 @@ class Session:
         self._count = itertools.count()
         self._lock = threading.Lock()
         if executor == "dask":
-            from .dask_executor import DaskExecutor
+            from .run.dask_cluster import DaskExecutor
 
             cfg = RunConfig(Path("."), Path("."), options=self.options, cache_dir=self.cache_dir,
                             build_jobs=build_jobs, scheduler=scheduler, dask_workers=workers, executor="dask")

@@ -213,7 +213,7 @@ class RunInfo:
     unmatched: tuple[str, ...] = ()  # "path: reason" for solution files that match no problem
     build_seconds: Optional[float] = None  # wall time of the build stage (all builds, in parallel)
     builds_cached: Optional[int] = None  # of those, how many were found in the cache
-    # Where the run's own seconds went, outside its tasks' phases (harness/pipeline.py's
+    # Where the run's own seconds went, outside its tasks' phases (harness/run/pipeline.py's
     # RunClock): kbench's start, discovery, problem sizes, bandwidth, the build stage,
     # the wait for the first judge, the tasks, ... ; bench/run_phases.py adds the tasks' phases.
     phase_seconds: dict[str, float] = field(default_factory=dict)

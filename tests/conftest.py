@@ -70,7 +70,7 @@ def _start_the_pch(config, wanted: bool) -> None:
                "print(subprocess.Popen(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT, "
                "start_new_session=True).pid)\n")
     out = subprocess.run([sys.executable, "-c", starter, str(cache.parent / f"{cache.name}-pch.log"), sys.executable,
-                          "-m", "harness.pch", str(cache / "pch"), want], env=env, cwd=ROOT, capture_output=True,
+                          "-m", "harness.build.pch", str(cache / "pch"), want], env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     if out.returncode == 0 and out.stdout.strip().isdigit():
         config.stash[_PCH] = int(out.stdout.strip())
@@ -80,7 +80,7 @@ def pytest_sessionfinish(session):
     pid = session.config.stash.get(_PCH, None)
     if pid is not None:  # still making it: stop it, with its compiler (its own session)
         try:
-            if b"harness.pch" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"harness.build.pch" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.killpg(pid, 9)
         except OSError:
             pass
@@ -192,7 +192,7 @@ def pwned_files() -> set[Path]:
 # ---- the CPU adversarial set, run once per session ------------------------------------
 
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
-# The hang limits the run uses, lowered from 30 s (tests/test_hang.py checks they are obeyed).
+# The hang limits the run uses, lowered from 30 s (tests/judge/test_hang.py checks they are obeyed).
 HANG_LIMITS = {"KBENCH_HANG_FIRST_MIN_S": "10", "KBENCH_HANG_IMPORT_S": "10"}
 
 

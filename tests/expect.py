@@ -19,7 +19,7 @@ import json
 import warnings
 from pathlib import Path
 
-# The flags that fail kbench's default gate (harness/gate.py DEFAULT_FAIL_FLAGS): a result that
+# The flags that fail kbench's default gate (harness/report/gate.py DEFAULT_FAIL_FLAGS): a result that
 # carries one is not a clean ok, so the twin's ratio does not apply to it.
 GATE_FLAGS = frozenset({"below_roofline", "input_mutation", "tampering", "timing_mismatch", "untimed_work"})
 

@@ -1,4 +1,4 @@
-"""A Triton kernel that does not compile (tl has no relu), for tests/test_build_errors.py:
+"""A Triton kernel that does not compile (tl has no relu), for tests/build/test_build_errors.py:
 Triton reads a kernel's source from its file, so it cannot be defined in a string."""
 import triton
 import triton.language as tl

@@ -9,7 +9,7 @@ signals to processes outside.
 import os
 import sys
 
-from harness import sandbox
+from harness.shared import sandbox
 
 _scratch = sys.argv[2]
 _writable = [_scratch] + [p for p in os.environ.get("KBENCH_WRITABLE", "").split(os.pathsep) if p]

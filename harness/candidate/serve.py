@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from harness import batches, channel, precision, sandbox
+from harness.shared import batches, channel, precision, sandbox
 from harness.candidate import custom, guard
-from harness.locate import Locator, Unlocatable
+from harness.shared.locate import Locator, Unlocatable
 
 # kbench's own functions, taken now, before any solution code runs: a solution that
 # rewrites the module's attribute (the guard reports it) does not break the server.
@@ -71,7 +71,7 @@ class Candidate:
 
     # -- operations ------------------------------------------------------------
     def op_load(self, msg: dict, fds: list[int]) -> None:
-        from harness import load
+        from harness.build import load
 
         self.device = torch.device(msg["device"])
         self.locator = Locator(self.device)
@@ -248,7 +248,7 @@ class Candidate:
             except (Exception, SystemExit) as e:  # noqa: BLE001 - the solution raised: report, keep serving
                 import traceback
 
-                from harness import load
+                from harness.build import load
 
                 traceback.print_exc()
                 err = load.last_line(e) if isinstance(e, BaseException) else str(e)

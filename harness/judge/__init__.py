@@ -1,7 +1,12 @@
-"""The TRUSTED side of a task: reference, comparison, statistics, verdict.
+"""The TRUSTED side of a task: reference, comparison, timing, verdict.
 
-A judge process never imports solution code. It starts the candidate process
-(harness.candidate), hands it inputs, checks what comes back with torch
-functions the candidate never touched, times the reference itself and bounds
-the candidate's self-reported samples by wall time it measures from outside.
+Runs in the judge process (`python -m harness.judge`, started by run/launch.py,
+one per task), which never imports solution code. It starts the candidate
+process (harness.candidate) itself, lends it inputs, reads every output from
+the candidate's memory while it is stopped, compares them with the reference
+(check.py) and times both sides on its own clock (timing.py, with drain.py,
+freeze.py, read.py); the verdict goes back on a pipe only it holds.
+
+May import: records.py, shared/, build/load.py, discover/shapes.py. Never
+candidate/: what the two sides share is shared/channel.py, the wire format.
 """

@@ -6,7 +6,7 @@ the judge's undumpability and subreaping are set before it exists.
 """
 import os
 
-from harness import sandbox
+from harness.shared import sandbox
 from harness.judge.spawn import spawn_candidate
 
 sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))

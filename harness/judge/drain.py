@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from .. import stats
+from ..shared import stats
 
 _perf = time.perf_counter
 # A probe slower than this many times an idle one (and this many seconds more) met other work.

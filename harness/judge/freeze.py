@@ -24,7 +24,7 @@ import os
 import signal
 import time
 
-from .. import sandbox
+from ..shared import sandbox
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

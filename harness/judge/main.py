@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
-from .. import load, shapes, stats
+from ..build import load
+from ..discover import shapes
+from ..shared import stats
 from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, TimingConfig, to_json_dict
 from .remote import Remote
 from .spawn import Spawned
@@ -98,7 +100,7 @@ def time_task(judge: Judge, spec: dict) -> Timing:
 def compiled_reference(judge: Judge):
     """The reference under torch.compile, compiled (and checked) before timing so
     that compile time never lands in a sample. None, with a note, if it fails."""
-    from .. import check
+    from . import check
 
     phase = judge.phase_name
     judge.phase("compile")
@@ -175,7 +177,8 @@ def _prepare_device(remote: Remote) -> None:
     """While waiting for the task, as the next judge to be used: the GPU's context,
     here and in the candidate, which would otherwise be made inside the task. A
     failure here is met again, and reported, where the task needs the GPU."""
-    from .. import channel, check
+    from ..shared import channel
+    from . import check
     from .read import Reader
 
     if os.environ.get("KBENCH_DEVICE") != "cuda":

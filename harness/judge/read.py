@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import channel, cuda_ipc
+from ..shared import channel, cuda_ipc
 
 
 # Allocations mapped at once: a batch of large outputs can hold one each (the allocator

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 
-from .. import channel, sandbox
-from ..isolate import describe_exit
+from ..shared import channel, sandbox
+from ..shared.isolate import describe_exit
 from .freeze import Freezer
 from .spawn import Spawned, spawn_candidate
 

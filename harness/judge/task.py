@@ -18,7 +18,10 @@ from typing import Any, Callable
 
 import torch
 
-from .. import channel, check, load, precision, shapes
+from ..shared import channel, precision
+from . import check
+from ..build import load
+from ..discover import shapes
 from ..records import Flag, Status
 from . import limits
 from .drain import Drain

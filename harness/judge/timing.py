@@ -43,8 +43,10 @@ from typing import Any, Callable
 
 import torch
 
-from .. import batches, channel, check, sandbox, shapes, stats
-from ..locate import Locator
+from ..shared import batches, channel, sandbox, stats
+from . import check
+from ..discover import shapes
+from ..shared.locate import Locator
 from .read import span_bytes
 from ..records import Flag, Status
 from . import limits

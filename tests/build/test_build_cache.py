@@ -1,0 +1,141 @@
+"""A build that finished is cached whatever the solution does after it, and so is a
+compiler's error: a rerun compiles nothing it compiled before.
+
+The solutions here build a tiny C++ library with torch's `load` (no torch headers:
+a compile takes well under a second) into their build folder, then exit, raise or
+hang at import, or fail to compile; each is built twice on one cache, and the
+second build must come from the cache without starting a build process."""
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.build import stage as build
+from harness.records import Status, Task
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
+
+TEMPLATE = '''
+import os
+from torch.utils.cpp_extension import load
+
+folder = os.environ["TORCH_EXTENSIONS_DIR"]  # the same path in every process: the build is found up to date
+os.makedirs(folder, exist_ok=True)
+path = os.path.join(folder, "kernel.cpp")
+if not os.path.exists(path):  # rewritten, it would be newer than its object, and ninja would compile it again
+    with open(path, "w") as f:
+        f.write({source!r})
+{before}load(name="kbench_test_{name}", sources=[path], is_python_module=False)
+{after}
+'''
+GOOD = 'extern "C" int answer() { return 42; }\n'
+BAD = 'extern "C" int answer() { return undeclared_name; }\n'
+
+
+def _solution(tmp_path: Path, name: str, source: str, after: str, before: str = "") -> Task:
+    path = tmp_path / "solutions" / f"{name}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(TEMPLATE.format(source=source, name=name, before=before, after=textwrap.dedent(after)))
+    return Task("level1/1_AddReLU", "unused", "s", str(path))
+
+
+def _twice(task: Task, tmp_path: Path, monkeypatch) -> tuple:
+    cfg = build.BuildConfig("cpu", "", tmp_path / "cache" / "builds", jobs=1, timeout=120)
+    first = build.build_all([task], cfg)[task.key]
+
+    def no_build_process(*args, **kwargs):
+        raise AssertionError("the second build started a build process")
+
+    monkeypatch.setattr(build, "Child", no_build_process)
+    second = build.build_all([task], cfg)[task.key]
+    return first, second
+
+
+def test_the_task_of_a_solution_that_exits_after_its_build_is_judged_at_its_import(tmp_path):
+    """Its build is kept; the judge's candidate imports it, finds the library built,
+    and dies as the solution says: crashed, exit code 3, and the next run builds nothing."""
+    from harness import Session
+
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    solution = _solution(tmp_path, "exits_e2e", GOOD, "os._exit(3)")
+    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        first = session.evaluate(problem, Path(solution.solution_path).read_text())
+        second = session.evaluate(problem, Path(solution.solution_path).read_text())
+    for result in (first, second):
+        assert result.status == Status.CRASHED and "exited with code 3" in result.message, result
+        assert result.phase != "build", result
+    assert "[kbench: build cached in" not in Path(first.log_path).read_text()
+    assert "[kbench: build cached in" in Path(second.log_path).read_text()
+
+
+@pytest.mark.parametrize("name, after", [
+    ("exits", "os._exit(3)"),
+    ("raises", "raise RuntimeError('after the build')"),
+    ("sys_exits", "import sys; sys.exit(4)"),
+])
+def test_a_build_is_cached_whatever_the_import_does_after_it(tmp_path, monkeypatch, name, after):
+    first, second = _twice(_solution(tmp_path, name, GOOD, after), tmp_path, monkeypatch)
+    assert second.cached and not first.cached
+    assert (second.ok, second.status, second.message) == (first.ok, first.status, first.message)
+    if name == "exits":
+        # The build finished: the task's import (in the candidate, under the judge) says what exiting means.
+        assert first.ok, first.message
+
+
+def test_an_import_that_hangs_after_its_build_ends_the_build_process_and_keeps_the_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "AFTER_BUILD_S", 1.0)
+    task = _solution(tmp_path, "hangs", GOOD, "import time; time.sleep(3600)")
+    cfg = build.BuildConfig("cpu", "", tmp_path / "cache" / "builds", jobs=1, timeout=120)
+    first = build.build_all([task], cfg)[task.key]
+    assert first.ok and first.seconds < 60, (first, "the build process was not ended after its build")
+    monkeypatch.setattr(build, "Child", lambda *a, **k: pytest.fail("the second build started a build process"))
+    second = build.build_all([task], cfg)[task.key]
+    assert second.ok and second.cached
+
+
+def test_a_compiler_error_is_cached_with_its_message(tmp_path, monkeypatch):
+    first, second = _twice(_solution(tmp_path, "bad", BAD, ""), tmp_path, monkeypatch)
+    assert first.status == Status.BUILD_ERROR and "undeclared_name" in first.message, first.message
+    assert second.cached and (second.status, second.message) == (first.status, first.message)
+
+
+def test_a_compiler_error_is_cached_when_the_solution_exits_after_it(tmp_path, monkeypatch):
+    task = _solution(tmp_path, "bad_then_exit", BAD, "", before="try:\n    ")
+    text = Path(task.solution_path).read_text().replace(
+        'is_python_module=False)\n', 'is_python_module=False)\nexcept Exception:\n    os._exit(1)\n')
+    Path(task.solution_path).write_text(text)
+    first, second = _twice(task, tmp_path, monkeypatch)
+    assert first.status == Status.BUILD_ERROR and "undeclared_name" in first.message, first.message
+    assert second.cached and (second.status, second.message) == (first.status, first.message)
+
+
+def test_a_compiler_killed_by_the_host_is_not_cached(tmp_path):
+    """An out-of-memory kill or a full disk says nothing about the source: build it again next time."""
+    assert build._after_build([{"compile": "start"}, {"compile": "failed", "text": "c++: fatal error: Killed signal "
+                                                      "terminated program cc1plus"}], None)["cache"] is False
+    assert build._after_build([{"compile": "start"}, {"compile": "failed", "text": "a.cpp:1:1: error: x"}],
+                              None)["cache"] is True
+    assert build._after_build([{"compile": "start"}], None) is None  # died while compiling: nothing to keep
+    assert build._after_build([], None) is None
+
+
+def test_the_build_key_names_the_compilers(monkeypatch):
+    """A cached build or compiler error is reused only with the compilers that made it."""
+    build.toolchain_versions.cache_clear()
+    try:
+        here = build.toolchain_versions("cpu")
+        assert "c++ " in here and "torch " in here
+        monkeypatch.setenv("CXX", "/nonexistent/c++")
+        build.toolchain_versions.cache_clear()
+        assert build.toolchain_versions("cpu") != here
+    finally:
+        build.toolchain_versions.cache_clear()
+
+
+def test_builds_start_longest_first():
+    sources = {"torch": b"import torch", "cpp": b"from torch.utils.cpp_extension import load_inline\nload_inline(cpp_sources=s)",
+               "cuda": b"from torch.utils.cpp_extension import load_inline\nload_inline(cpp_sources=s, cuda_sources=c)",
+               "two_cpp": b"cpp_extension\nload_inline(cpp_sources=a)\nload_inline(cpp_sources=b)"}
+    order = sorted(sources, key=lambda k: -build.build_cost(sources[k]))
+    assert order == ["cuda", "two_cpp", "cpp", "torch"]

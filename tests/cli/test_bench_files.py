@@ -1,0 +1,180 @@
+"""The timing benchmarks' task files, checked on the CPU through their --dry-run: every
+problem imports, draws inputs and runs its reference (small sizes), every solution
+parses and matches its problem's forward. No builds, no GPU."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("script", ["timing_accuracy.py", "timing_repro.py"])
+def test_dry_run_writes_and_checks_the_task_files(script, tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--dry-run", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run ok" in done.stdout
+    solutions = tmp_path / "solutions" / "models"
+    # 12 problems; the wait problem has its plain solution and three with injected waits.
+    assert len(list((tmp_path / "problems").rglob("*.py"))) == 12
+    waits = sorted(p.name for p in (solutions / "level1" / "12_Tanh").glob("*.py"))
+    assert waits == ["wait_0us.py", "wait_10us.py", "wait_2000us.py", "wait_50us.py"]
+    assert "WAIT_US = 2000\n" in (solutions / "level1" / "12_Tanh" / "wait_2000us.py").read_text()
+    assert done.stdout.count("  solution ") == 15
+
+
+def test_cold_set_has_twenty_candidates_each_declaring_its_verdict(tmp_path):
+    """bench/cold_set.py: the 15 model-style candidates plus the 5 extras, whose first line
+    declares what kbench must make of them (a hang, a crash, a build error, a wrong answer)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_set.py"), "--dry-run", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "20 candidates; dry run ok" in done.stdout
+    declared = sorted(line.rsplit("declared ", 1)[1] for line in done.stdout.splitlines() if line.startswith("  extra "))
+    assert declared == ["build_error", "crashed or runtime_error", "incorrect", "ok", "timeout"]
+
+
+def test_dry_run_refuses_a_solution_whose_forward_does_not_match(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_tasks
+
+    problems, solutions = timing_tasks.write_work(tmp_path)
+    bad = solutions / "models" / "level1" / "4_Softmax.py"
+    bad.write_text(bad.read_text().replace("def forward(self, x: torch.Tensor)", "def forward(self, x, y)"))
+    with pytest.raises(AssertionError, match="ModelNew.forward takes 2 inputs"):
+        timing_tasks.validate(problems, solutions)
+
+
+def _row(problem: str, solution: str, ref_ms: float, sol_ms: float) -> dict:
+    side = {"median_ms": 0, "iqr_ms": 0.0, "n": 10, "clock": "cuda_events", "host_ms": 0.01}
+    return {"problem": problem, "solution_path": solution, "status": "ok", "message": "", "flags": [],
+            "ref_ms": ref_ms, "sol_ms": sol_ms, "speedup": ref_ms / sol_ms, "timing": {"ref": side, "sol": side}}
+
+
+def test_accuracy_targets_from_synthetic_results():
+    """The report's arithmetic: 5% + 1 us per launch per side; a wait recovered within 3% or 1 us."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_accuracy as acc
+
+    wait = "level1/12_Tanh"
+    results = {"run": {"device": "test"}, "results": [
+        _row("level1/4_Softmax", "/w/4_Softmax.py", 0.100, 0.0546),  # sol: 2 launches of 50 us -> 4.5 us allowed
+        _row(wait, "/w/wait_0us.py", 0.005, 0.006),
+        _row(wait, "/w/wait_10us.py", 0.005, 0.0165),  # recovered 10.5 us: within 1 us
+        _row(wait, "/w/wait_50us.py", 0.005, 0.058),  # recovered 52 us: beyond 1.5 us
+        _row(wait, "/w/wait_2000us.py", 0.005, 2.050),  # recovered 2044 us: within 60 us
+    ]}
+
+    def prof(sum_us: float, launches: int) -> dict:
+        return {"sum_us": sum_us, "launches": launches, "ops_us": {"spin_wait_kernel(long long)": sum_us - 5}}
+
+    profiled = {"ref": {"tasks": {"/w/4_Softmax.py": prof(95.0, 1)}},
+                "sol": {"tasks": {"/w/4_Softmax.py": prof(50.0, 2), "/w/wait_0us.py": prof(5.0, 1)}}}
+    for p in ("/w/wait_0us.py", "/w/wait_10us.py", "/w/wait_50us.py", "/w/wait_2000us.py"):
+        profiled["ref"]["tasks"][p] = prof(4.0, 1)
+    rows = acc.build_rows(results, profiled)
+    softmax = rows[0]
+    assert softmax["ref"]["met"] and softmax["ref"]["allowed_us"] == 95.0 * 0.05 + 1.0
+    assert not softmax["sol"]["met"] and round(softmax["sol"]["error_us"], 6) == 4.6
+    assert rows[2]["sol"]["profiler"] == {"error": "not profiled"} and not rows[2]["sol"]["met"]
+    waits = {w["wait_us"]: w for w in acc.wait_rows(rows)}
+    assert waits[10]["met"] and not waits[50]["met"] and waits[2000]["met"]
+    assert round(waits[2000]["recovered_us"], 6) == 2044.0
+    text = acc.render(rows, list(waits.values()), results["run"], "cmd", 1.0)
+    assert "**6 of 10 sides within 5% + 1 us per launch.**" in text and "**2 of 3 waits" in text
+
+
+def test_repro_spread_and_targets():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_repro as repro
+
+    def run(speedup: float, ref_us: float, sol_us: float) -> dict:
+        side = lambda x: {"us": x, "clock": "cuda_events"}  # noqa: E731
+        return {"tasks": {"t": {"status": "ok", "speedup": speedup, "ref": side(ref_us), "sol": side(sol_us)}}}
+
+    big = repro.summarize([run(2.00, 400, 200), run(2.03, 400, 197), run(2.01, 401, 199)], "t")
+    assert big["target"] == 0.02 and round(big["spread"], 4) == 0.015 and big["met"]
+    small = repro.summarize([run(1.0, 50, 50), run(1.06, 50, 47), run(1.0, 50, 50)], "t")
+    assert small["target"] == 0.05 and not small["met"]
+    tiny = repro.summarize([run(1.0, 5, 5)] * 3, "t")
+    assert tiny["target"] is None and not tiny["met"]
+    table = {c: {t: big for t in repro.TASKS} for c in ("quiet", "loaded")}
+    text = repro.render(table, {"compiles": 40, "loadavg_before": 0.5, "loadavg_after": 17.0}, "cmd", "test", 1.0)
+    assert f"**{2 * len(repro.TASKS)} of {2 * len(repro.TASKS)} within target**" in text
+
+
+def test_profiled_ops_split_into_calls_between_markers_around_each_flush():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import timing_accuracy as acc
+
+    # Each call is queued as marker M, flush (here a memset and a reduction), M, the call. The
+    # calls here launch a memset of their own, as MSELoss's mean does: it must not split a call.
+    flush = ["memset", "sum"]
+    names = ["x", "M", *flush, "M", "a", "memset", "b", "M", *flush, "M", "a", "M", *flush, "M", "memset", "c"]
+    ops = [{"name": n, "ts": i, "dur": 1.0} for i, n in enumerate(names)]  # "x": before any marker
+    calls = acc.split_calls(ops, {"M"}, flush)
+    assert [[op["name"] for op in call] for call in calls] == [["a", "memset", "b"], ["a"], ["memset", "c"]]
+    # A trace that lost its first records (the first flush cut short) loses that call only.
+    assert len(acc.split_calls(ops[3:], {"M"}, flush)) == 2
+
+
+def test_gpu_scaling_set_has_twenty_candidates_one_exiting_after_its_build(tmp_path):
+    """bench/gpu_scaling.py: the cold set less one wait copy, plus a kernel that exits at
+    import after its build (a rerun must not build it again)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_scaling.py"), "--dry-run", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT / "bench")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "20 candidates; dry run ok" in done.stdout
+    exits = tmp_path / "solutions" / "extra" / "level1" / "11_MSELoss.py"
+    text = exits.read_text()
+    assert text.index("load_inline(") < text.index("os._exit(3)")
+    assert not (tmp_path / "solutions" / "models" / "level1" / "12_Tanh" / "wait_10us.py").exists()
+
+
+def test_run_phases_reads_a_results_file(tmp_path):
+    """bench/run_phases.py: the run's phases, the tasks' phases summed, what came after the reports."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import run_phases
+
+    data = {"run": {"phase_seconds": {"start": 1.0, "tasks": 5.0, "until_reports": 7.0}},
+            "results": [{"phase_seconds": {"check": 1.5, "time": 1.0}, "spent_seconds": {"timing": 0.8}},
+                        {"phase_seconds": {"check": 0.5}, "spent_seconds": {}}]}
+    summary = run_phases.summarize(data, wall=8.5)
+    assert summary["tasks"] == {"check": 2.0, "time": 1.0} and summary["after_reports"] == 1.5
+    table = run_phases.render({"r": summary})
+    assert "| start | 1.00 |" in table and "| check | 2.00 |" in table and "| **wall** | 8.50 |" in table
+
+
+def test_evidence_bench_adds_its_honest_kernels_to_the_accuracy_set(tmp_path):
+    """bench/evidence/run.py: the accuracy set plus a microsecond softmax (and its in-place copy), a Triton row sum and
+    a naive 4096 x 4096 matmul; all written the way models write them, checked on the CPU."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "evidence" / "run.py"), "--dry-run", "--work",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run ok" in done.stdout
+    assert len(list((tmp_path / "problems").rglob("*.py"))) == 15
+    assert done.stdout.count("  solution ") == 19
+    assert "13_Softmax_Small/in_place.py: load_inline, legacy default stream" in done.stdout
+    assert "14_RowSum_Small.py: Triton" in done.stdout
+
+
+def test_evidence_alarms_from_synthetic_results():
+    """An honest task is an alarm if it is not ok or carries a gate-failing flag; the in-place softmax must carry
+    exactly input_mutation."""
+    sys.path.insert(0, str(ROOT / "bench" / "evidence"))
+    import run as evidence
+
+    row = _row("level1/15_Matmul_Square", "/w/solutions/models/level1/15_Matmul_Square.py", 2.6, 25.0)
+    assert evidence.alarms(row) == []
+    assert evidence.alarms({**row, "flags": ["noisy", "host_bound"]}) == []
+    assert evidence.alarms({**row, "flags": ["timing_mismatch"], "message": "leaves 1.08 ms"}) == [
+        "flagged timing_mismatch: leaves 1.08 ms"]
+    assert evidence.alarms({**row, "status": "runtime_error", "message": "boom"}) == ["runtime_error: boom"]
+    in_place = _row("level1/13_Softmax_Small", "/w/solutions/models/level1/13_Softmax_Small/in_place.py", 0.01, 0.01)
+    assert evidence.label(in_place) == "level1/13_Softmax_Small [in_place]"
+    assert evidence.alarms(in_place) == ["lacks input_mutation"]
+    assert evidence.alarms({**in_place, "flags": ["input_mutation"]}) == []
+    rows = evidence.summarize([{"results": [row]}, {"results": [{**row, "speedup": 0.1}]}])
+    assert rows[0]["task"] == "level1/15_Matmul_Square" and abs(rows[0]["spread_pct"] - 4.0) < 1e-6
