@@ -1,0 +1,26 @@
+"""The build stage: every solution compiled once, in a process of its own, cached by content.
+
+Runs in kbench's process (or a Dask worker's), which queues the builds, and in
+build processes. Building a KernelBench-style solution means importing it
+(load_inline compiles at import), so a build is `python -m harness.build SPEC`
+(__main__.py): a sandboxed child that imports the solution with its own
+extensions folder. The candidate process later imports
+it from the same folder and torch finds the finished build.
+
+The entrance, and all that other stages call:
+  build_all(tasks, BuildConfig) -> {task key: BuildResult}   submit sources, get artifacts
+  intact(ext_dir)                                           a cached build still whole
+  compile_slots(), build_nice(rank, at_once)                the host's compile capacity
+  load                                                      importing problem and solution
+      files by path, with the build hooks; used by every process that imports one
+      (the build process, the candidate, the judge, discovery's facts)
+Inside: stage.py (the parent's side: keys, cache, processes, and the child's
+code), queue.py (order and parallelism), pch.py (a precompiled torch header,
+made by `python -m harness.build.pch`), errors.py (one line per failed build).
+
+May import: records.py, shared/.
+"""
+from .queue import build_nice, compile_slots
+from .stage import BuildConfig, build_all, intact
+
+__all__ = ["BuildConfig", "build_all", "build_nice", "compile_slots", "intact"]
