@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..shared.cache_dir import default_cache_dir
+from ..shared.cache_dir import default_cache_dir, store_json
 
 FACTS_SALT = "kbench-facts-1"  # bump when what is stored changes
 MAX_PROCESSES = 8
@@ -61,7 +61,7 @@ def facts_of_files(paths: list[str], cache_dir: Path | None = None, processes: i
     if missing:
         for path, data in zip(missing, _compute(missing, processes)):
             found[path] = data
-            _store(folder / f"{keys[path]}.json", data)
+            store_json(folder / f"{keys[path]}.json", data)
     out = {}
     for path in paths:
         data = found[path]
@@ -123,12 +123,3 @@ def facts_of_file(path: str) -> dict:
     except Exception as e:  # noqa: BLE001 - a broken problem file is reported, not fatal
         return {"error": load.last_line(e)}
 
-
-def _store(path: Path, data: dict) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs time

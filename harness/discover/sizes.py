@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
+
+from ..shared.cache_dir import store_json
 
 SALT = "kbench-sizes-1"  # bump when what is stored changes
 
@@ -35,7 +36,7 @@ def of_files(paths: list[str], cache_dir: Path | None) -> dict[str, dict | None]
         for path, size in shapes.bytes_of_files(missing).items():
             found[path] = size
             if folder is not None:
-                _store(folder / f"{keys[path]}.json", {"size": size})
+                store_json(folder / f"{keys[path]}.json", {"size": size})
     return found
 
 
@@ -51,12 +52,3 @@ def _key(source: bytes) -> str:
     h.update(source)
     return h.hexdigest()
 
-
-def _store(path: Path, data: dict) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs time

@@ -7,8 +7,9 @@ estimated from its problem's bytes.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from ..shared.cache_dir import store_json
 
 FILE = "task-seconds.json"
 KEEP = 100_000  # entries; the oldest go first
@@ -31,13 +32,7 @@ def save(cache_dir: Path, results) -> None:
             table[r.fingerprint] = round(sum(r.phase_seconds.values()), 3)
     if len(table) > KEEP:
         table = dict(list(table.items())[-KEEP:])
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = cache_dir / f".{FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(table))
-        os.replace(tmp, cache_dir / FILE)
-    except OSError:
-        pass  # a read-only cache only costs the order
+    store_json(cache_dir / FILE, table)  # a read-only cache only costs the order
 
 
 def estimate(seconds: float | None, shape: dict | None) -> float:

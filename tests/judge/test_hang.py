@@ -111,14 +111,9 @@ def test_signature_tells_new_shapes_apart():
 def test_a_trickled_reply_cannot_stretch_the_limit():
     """A peer that sends its reply one byte every 0.2 s makes every single read
     succeed; the request still ends at its 1 s limit, and the peer is killed."""
-    from harness.judge.freeze import Freezer
-    from harness.judge.remote import CandidateHung, Remote
+    from harness.judge.remote import CandidateHung
 
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    remote = Remote.__new__(Remote)  # the judge's side only; the candidate is this test's thread
-    remote.sock = ours
-    remote.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    remote.freezer, remote.last_wall_s = Freezer(remote.proc.pid), 0.0
+    remote, theirs = _judge_side(child=False)  # the judge's side only; the candidate is this test's thread
     stop = threading.Event()
 
     def trickle():
@@ -141,10 +136,7 @@ def test_a_trickled_reply_cannot_stretch_the_limit():
         assert remote.proc.wait(timeout=5) < 0  # killed
     finally:
         stop.set()
-        remote.proc.kill()
-        remote.proc.wait()
-        ours.close()
-        theirs.close()
+        _end(remote, theirs)
 
 
 def _judge_side(child: bool):
