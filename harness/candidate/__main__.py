@@ -13,11 +13,7 @@ from harness.shared import sandbox
 
 _scratch = sys.argv[2]
 _writable = [_scratch] + [p for p in os.environ.get("KBENCH_WRITABLE", "").split(os.pathsep) if p]
-try:
-    os.environ["KBENCH_SANDBOX"] = sandbox.restrict(_writable)
-except sandbox.SandboxUnavailable as e:
-    os.environ["KBENCH_SANDBOX"] = ""
-    print(f"[kbench] candidate not sandboxed: {e}", flush=True)
+os.environ["KBENCH_SANDBOX"] = sandbox.confine(_writable, "candidate") or ""
 
 from harness.candidate.serve import main  # noqa: E402 - after the sandbox, on purpose
 

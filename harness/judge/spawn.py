@@ -15,6 +15,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from ..shared import sandbox
+
 
 @dataclass
 class Spawned:
@@ -28,9 +30,7 @@ def spawn_candidate() -> Spawned:
     scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = dict(os.environ)
-    env.update(TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(scratch, "triton"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(scratch, "inductor"),
-               XDG_CACHE_HOME=os.path.join(scratch, "cache"), KBENCH_JUDGE_PID=str(os.getpid()))
+    env.update(sandbox.scratch_env(scratch), KBENCH_JUDGE_PID=str(os.getpid()))
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.candidate", str(theirs.fileno()), scratch],
         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd=scratch, env=env,

@@ -41,7 +41,20 @@ _FS_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE  # t
 
 # include/uapi/linux/prctl.h
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
-_PR_SET_THP_DISABLE = 41
+_PR_SET_THP_DISABLE, _PR_CAPBSET_DROP = 41, 24
+_CAPSET_NR = {"x86_64": 126, "aarch64": 91}
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+# The device files a confined process may write: what Python, torch and CUDA open
+# read-write. Not all of /dev: a process running as root may open /dev/sda or
+# /dev/mem for writing whatever Landlock says of the files on them, and a terminal
+# (/dev/tty, /dev/pts) takes keystrokes injected with TIOCSTI.
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
+_DEVICE_PREFIXES = ("nvidia",)  # /dev/nvidia0, nvidiactl, nvidia-uvm, nvidia-caps/, ...
+
+# The exit code of a child that would have run solution code unconfined and was told
+# not to (--require-sandbox): its parent names the cause instead of "exited with code 78".
+REFUSED_EXIT = 78
 
 
 class SandboxUnavailable(Exception):
@@ -91,9 +104,41 @@ def landlock_abi() -> int:
         return 0
 
 
+def device_files() -> list[str]:
+    """The device files and folders a confined process may write (_DEVICES says why so few)."""
+    try:
+        found = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev")) if n.startswith(_DEVICE_PREFIXES)]
+    except OSError:
+        found = []
+    return [*_DEVICES, *found]
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability, for this process and whatever it executes: a
+    process running as root keeps, inside Landlock, the rights Landlock does not
+    cover (loading a kernel module, raising its own priority above the tasks being
+    timed, raw I/O, reading files by handle). The bounding set goes first (it needs
+    CAP_SETPCAP, which the next step drops), so that a program it executes does not
+    get root's capabilities back. False where this is not Linux on a known arch."""
+    nr = _CAPSET_NR.get(platform.machine())
+    if _libc is None or nr is None:
+        return False
+    for cap in range(64):  # past the last capability the kernel knows, the prctl says EINVAL
+        try:
+            _prctl(_PR_CAPBSET_DROP, cap)
+        except OSError:
+            if cap > 40:
+                break
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two 32-bit halves each
+    _syscall(nr, ctypes.byref(header), ctypes.byref(data))
+    return True
+
+
 def restrict(writable: list[str]) -> str:
     """Irrevocably confine the calling process and all it starts later: read and
-    execute anywhere, write only beneath `writable` and /dev, no TCP (ABI 4+), no
+    execute anywhere, write only beneath `writable` and a few device files
+    (device_files), no capabilities, no TCP (ABI 4+), no
     signals or abstract unix sockets outside the sandbox (ABI 6+). Call it while
     the process has one thread: Landlock (before ABI 8) confines only the
     calling thread, and an unconfined sibling thread shares memory with the
@@ -117,7 +162,8 @@ def restrict(writable: list[str]) -> str:
         # under /proc/self/task (seen on an H100, driver 580). /proc/self resolves now, to
         # this process alone: /proc/sys and other processes stay read-only, and a process
         # started after restrict() cannot initialise CUDA.
-        rules = [("/", _FS_READ)] + [(p, write) for p in [*writable, "/dev"]] + [("/proc/self/task", write & _FS_FILE_ONLY)]
+        rules = ([("/", _FS_READ)] + [(p, write) for p in [*writable, *device_files()]]
+                 + [("/proc/self/task", write & _FS_FILE_ONLY)])
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -138,9 +184,37 @@ def restrict(writable: list[str]) -> str:
         _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
-    return (f"landlock ABI {abi}: writes only under {', '.join(allowed)}; "
+    caps = drop_capabilities()
+    shown = [p for p in allowed if not p.startswith("/dev/")] + ["device files"]
+    return (f"landlock ABI {abi}: writes only under {', '.join(shown)}; "
+            f"{'no capabilities' if caps else 'capabilities kept (unknown arch)'}; "
             f"{'no TCP' if abi >= 4 else 'TCP allowed (ABI < 4)'}; "
             f"{'signals scoped' if abi >= 6 else 'signals not scoped (ABI < 6)'}")
+
+
+def confine(writable: list[str], who: str) -> str | None:
+    """restrict() for a child's __main__, before it imports anything a solution can
+    reach. Returns what was enforced, or None where the kernel has no Landlock: then
+    the child says so in its log and runs unconfined, unless kbench was told to
+    refuse (--require-sandbox sets KBENCH_REQUIRE_SANDBOX=1), where it exits with
+    REFUSED_EXIT before any solution code runs."""
+    try:
+        return restrict(writable)
+    except SandboxUnavailable as e:
+        if os.environ.get("KBENCH_REQUIRE_SANDBOX") == "1":
+            print(f"[kbench] {who} refused to run unconfined: {e} (--require-sandbox)", flush=True)
+            os._exit(REFUSED_EXIT)
+        print(f"[kbench] {who} not sandboxed: {e}", flush=True)
+        return None
+
+
+def scratch_env(scratch: str) -> dict[str, str]:
+    """Where a confined process's temporary files and caches go: beneath its one
+    writable folder, since /tmp, $HOME and the user's caches are not writable there
+    (tempfile, nvcc and gcc use TMPDIR; Triton, torch.compile and others their caches)."""
+    return {"TMPDIR": scratch, "TRITON_CACHE_DIR": os.path.join(scratch, "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            "XDG_CACHE_HOME": os.path.join(scratch, "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def set_parent_death_signal(expected_parent: int) -> None:

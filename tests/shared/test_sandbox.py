@@ -91,6 +91,11 @@ r = dict(desc=desc, before=before,
     unlink=attempt(lambda: os.unlink(os.path.join(other, "secret.txt"))),
     home=attempt(lambda: open(os.path.expanduser("~/.bashrc"), "a").close()),
     devnull=attempt(lambda: open("/dev/null", "w").write("x")),
+    # /dev itself is not writable, only the device files Python, torch and CUDA write
+    # (as root, a writable /dev/sda would write any file behind Landlock's back)
+    dev_new=attempt(lambda: open("/dev/kbench-test-node", "w").close()),
+    caps=[line.split()[1] for line in open("/proc/self/status") if line.startswith(("CapEff", "CapBnd", "CapPrm"))],
+    nice=attempt(lambda: os.setpriority(os.PRIO_PROCESS, 0, -5)),
     # CUDA writes its threads' files under /proc/self/task; another process's stay closed
     # (the parent's is only opened for writing, which is what Landlock checks: nothing is written)
     own_comm=attempt(lambda: open(f"/proc/self/task/{{os.getpid()}}/comm", "w").write("confined")),
@@ -105,11 +110,14 @@ print(json.dumps(r))
     r = last_json(run_py(code, env=dict(os.environ, HOME=str(home))))
     assert r["before"] == "ok"  # the control: unconfined, it could write there
     assert r["allowed"] == r["allowed_dir"] == r["log"] == r["devnull"] == r["own_comm"] == "ok" and log.read_text() == "logged"
-    assert r["other"] == r["truncate"] == r["unlink"] == r["home"] == r["parent_comm"] == "denied"
+    assert r["other"] == r["truncate"] == r["unlink"] == r["home"] == r["parent_comm"] == r["dev_new"] == "denied"
     assert r["read"] == "readable" and r["shell"] != 0
+    assert r["caps"] == ["0000000000000000"] * 3  # no capability left, none to regain by executing a program
+    assert r["nice"] == "denied"  # priority raised above the tasks being timed: needs CAP_SYS_NICE
     assert (allowed / "out.txt").read_text() == "ok" and (other / "secret.txt").read_text() == "readable"
     assert not (other / "new.txt").exists() and not (other / "sh.txt").exists() and not (home / ".bashrc").exists()
-    assert r["desc"].startswith(f"landlock ABI {ABI}: writes only under {allowed}, {log}, /dev, /proc/self/task;")
+    assert r["desc"].startswith(f"landlock ABI {ABI}: writes only under {allowed}, {log}, /proc/self/task, device files; "
+                                "no capabilities;")
     assert "missing" not in r["desc"]  # a path that does not exist is skipped
 
 
@@ -372,11 +380,12 @@ def _kill_kbench_during_builds(tmp_path, preludes: dict[str, str]) -> dict[str, 
     (problems / "level1" / "1_Scale.py").write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n"
         "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
-    marks = {name: tmp_path / f"mark-{name}" for name in preludes}
+    # The mark goes where a confined build may write: its own folder (TMPDIR is in it).
+    marks = {name: f"builds/*/tmp/mark-{name}" for name in preludes}
     for name, prelude in preludes.items():
         (sets / "s" / "level1" / "1_Scale" / f"{name}.py").write_text(
-            "import pathlib, time\nimport torch\nimport torch.utils.cpp_extension  # a build: imported in a build process\n"
-            f"{prelude}\npathlib.Path({str(marks[name])!r}).write_text('here')\ntime.sleep(600)\n"
+            "import os, pathlib, time\nimport torch\nimport torch.utils.cpp_extension  # a build: imported in a build process\n"
+            f"{prelude}\npathlib.Path(os.environ['TMPDIR'], 'mark-{name}').write_text('here')\ntime.sleep(600)\n"
             "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n")
     kbench = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(problems),
                                "--solutions", str(sets), "--device", "cpu", "--out", str(tmp_path / "out"),
@@ -385,9 +394,9 @@ def _kill_kbench_during_builds(tmp_path, preludes: dict[str, str]) -> dict[str, 
     builds: dict[str, tuple[int, bytes]] = {}
     try:
         end = time.monotonic() + 120
-        while not all(m.exists() for m in marks.values()) and time.monotonic() < end and kbench.poll() is None:
+        while not all(any(cache.glob(m)) for m in marks.values()) and time.monotonic() < end and kbench.poll() is None:
             time.sleep(0.1)
-        assert all(m.exists() for m in marks.values()), "a solution's import never ran"
+        assert all(any(cache.glob(m)) for m in marks.values()), "a solution's import never ran"
         for pid in children(kbench.pid):
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read()
