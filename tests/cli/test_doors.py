@@ -1,0 +1,208 @@
+"""The build process is no open door (issue 31): solution code that runs at import, in a build
+process or a candidate, cannot write kbench's files, torch's, the Python environment, what builds
+share, another solution's build, the run folder or $HOME, nor leave a process behind.
+
+Each attacker in tests/fixtures/doors/solutions/attackers tries one door at import, then computes an
+honest softmax. The runs use a copy of the project (harness/ and cli.py), so that an attack that
+gets through damages the copy, not the tree that runs the tests, and a cache of their own:
+  run 0: the victims (an honest softmax, one that returns zeros, an honest C++ build);
+  run 1: the attackers, on the same copy and cache;
+  run 2: the victims again, which must get the verdicts they got before.
+After run 1 the copy of kbench, the shared parts of the cache (precompiled headers, build
+records), torch's files and site-packages are byte-identical; nothing marked appears in the run
+folder, $HOME or /tmp; no process the attackers started is alive.
+
+torch and site-packages cannot be copied cheaply: the attacks on them are an append to
+torch/version.py and new files, which the test puts back or removes whatever happens.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, kill_pids, marker_pids, pwned_files
+from expect import mismatches
+
+DOORS = ROOT / "tests" / "fixtures" / "doors"
+MARK = b"KBENCH_DOOR_" + b"OPENED"
+TORCH_DIR = Path(torch.__file__).parent
+TORCH_VERSION = TORCH_DIR / "version.py"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under `root` by its hash (links by their target)."""
+    out = {}
+    if root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if path.is_symlink():
+                out[str(path.relative_to(root))] = "-> " + os.readlink(path)
+            elif path.is_file():
+                out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _site_folders() -> set[Path]:
+    return {Path(p) for p in {sysconfig.get_paths()["purelib"], *site.getsitepackages()} if Path(p).is_dir()}
+
+
+def _planted_pth() -> list[Path]:
+    return [p for folder in _site_folders() for p in folder.glob("kbench_pwned_door*")]
+
+
+def _torch_planted() -> list[Path]:
+    return list(TORCH_DIR.glob("kbench_pwned_door*"))
+
+
+def _marked(root: Path) -> list[str]:
+    """Files under `root` holding the attackers' mark."""
+    return [str(p) for p in root.rglob("*") if p.is_file() and not p.is_symlink() and MARK in p.read_bytes()]
+
+
+def _copy_project(dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    shutil.copytree(ROOT / "harness", dest / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "cli.py", dest / "cli.py")
+    return dest
+
+
+def _run(project: Path, cache: Path, solutions: str, out: Path, device: str) -> dict:
+    # No bytecode from kbench's own processes: any .pyc in the copy is an attacker's.
+    env = {**os.environ, "KBENCH_CACHE": str(cache), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)  # the copy's harness, from the copy's folder
+    proc = subprocess.run(
+        [sys.executable, str(project / "cli.py"), "run", "--problems", str(DOORS / "problems"),
+         "--solutions", str(DOORS / "solutions"), "--set", solutions, "--out", str(out), "--device", device, "--no-timing",
+         "--timeout", "120", "--exit-zero"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((out / "results.json").read_text())
+
+
+def _verdicts(data: dict) -> dict[str, tuple[str, list[str]]]:
+    return {Path(r["solution_path"]).name: (r["status"], sorted(r["flags"])) for r in data["results"]}
+
+
+def _copy_unconfined(project: Path) -> None:
+    """The copy's sandbox finds no Landlock: its builds and candidates run unconfined, as on a
+    kernel without it (the control below)."""
+    path = project / "harness" / "shared" / "sandbox.py"
+    text = path.read_text()
+    path.write_text(text.replace("def landlock_abi() -> int:\n", "def landlock_abi() -> int:\n    return 0\n", 1))
+
+
+def observe(tmp: Path, device: str, confined: bool = True) -> dict:
+    """Run 0 (victims), run 1 (attackers), run 2 (victims) on one copy of kbench and one cache,
+    and what each left behind. Whatever happens, torch's file is put back and planted files
+    and processes removed."""
+    project, cache = _copy_project(tmp / "project"), tmp / "cache"
+    if not confined:
+        _copy_unconfined(project)
+    # A precompiled header as kbench's own PCH job would leave it (its bytes do not matter here:
+    # the attack appends to whatever lies under <cache>/pch).
+    gch = cache / "pch" / "0000-doors" / "torch" / "extension.h.gch"
+    gch.parent.mkdir(parents=True)
+    gch.write_bytes(os.urandom(4096))
+    torch_before, markers, pwned = TORCH_VERSION.read_bytes(), marker_pids(), pwned_files()
+    seen: dict = {"device": device}
+    try:
+        seen["before"] = _run(project, cache, "victims", tmp / "run0", device)
+        seen["project"], seen["pch"], seen["records"] = _tree(project), _tree(cache / "pch"), _tree(cache / "records")
+        seen["site"] = {str(f): sorted(p.name for p in f.iterdir()) for f in _site_folders()}
+        victim_build = next(cache.glob("builds/*/ext/door_victim_softmax")).parent.parent
+        seen["victim_build"] = _tree(victim_build)
+        seen["attackers"] = _run(project, cache, "attackers", tmp / "run1", device)
+        time.sleep(3)  # a daemon that outlived kbench would write on
+        seen["alive"] = sorted(marker_pids() - markers)
+        seen["project_after"], seen["pch_after"] = _tree(project), _tree(cache / "pch")
+        seen["records_after"] = _tree(cache / "records")
+        seen["site_after"] = {str(f): sorted(p.name for p in f.iterdir()) for f in _site_folders()}
+        seen["torch_same"] = TORCH_VERSION.read_bytes() == torch_before
+        seen["torch_planted"], seen["pth"] = _torch_planted(), _planted_pth()
+        seen["pwned"] = sorted(str(p) for p in pwned_files() - pwned)
+        seen["run_marked"] = _marked(tmp / "run1")
+        seen["ccache"] = (cache / "ccache").exists()
+        seen["victim_build_after"] = _tree(victim_build)
+        if not confined:
+            return seen  # the doors are open: run 2 would judge with the attackers' checker
+        seen["after"] = _run(project, cache, "victims", tmp / "run2", device)
+        seen["victim_log"] = next(Path(r["log_path"]) for r in seen["after"]["results"]
+                                  if r["solution_path"].endswith("honest_cpp.py")).read_text(errors="replace")
+        return seen
+    finally:
+        kill_pids(marker_pids() - markers)
+        if TORCH_VERSION.read_bytes() != torch_before:
+            TORCH_VERSION.write_bytes(torch_before)
+        for path in [*_torch_planted(), *_planted_pth(), *(pwned_files() - pwned)]:
+            path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def doors(request, tmp_path_factory):
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    return observe(tmp_path_factory.mktemp(f"doors-{request.param}"), request.param)
+
+
+def test_the_attackers_get_their_honest_verdicts(doors):
+    """Every attack failed quietly; the softmax each computes is judged as any other."""
+    assert mismatches(doors["attackers"]["results"]) == []
+
+
+def test_kbench_torch_and_the_python_environment_are_unchanged(doors):
+    assert doors["project_after"] == doors["project"], "the copy of kbench changed (check.py, a .pyc)"
+    assert doors["torch_same"] and doors["torch_planted"] == [], "torch's files changed"
+    assert doors["site_after"] == doors["site"] and doors["pth"] == [], "site-packages changed"
+
+
+def test_what_builds_share_is_unchanged(doors):
+    """The precompiled headers and the build records are written by kbench's own process only
+    (run 1 adds the attackers' own records, and changes none from before), and no object store
+    appeared for later builds to link from."""
+    assert doors["pch_after"] == doors["pch"]
+    assert {k: doors["records_after"].get(k) for k in doors["records"]} == doors["records"]
+    assert not doors["ccache"]
+
+
+def test_nothing_reached_the_run_folder_home_or_tmp_and_no_process_outlived_the_run(doors):
+    assert doors["run_marked"] == [], "the attackers wrote into the run folder"
+    assert doors["pwned"] == [], "files appeared in $HOME or /tmp"
+    assert doors["alive"] == [], "a process an attacker started outlived kbench"
+
+
+def test_the_victims_keep_their_verdicts(doors):
+    """Before and after the attackers, on the same copy and cache: the zeros are still incorrect
+    (a rewritten checker would pass them) and the honest ones still ok."""
+    before, after = _verdicts(doors["before"]), _verdicts(doors["after"])
+    assert mismatches(doors["before"]["results"]) == []
+    assert after == before, f"before: {before}\nafter: {after}"
+
+
+def test_a_build_written_by_a_candidate_is_rebuilt_not_loaded(doors):
+    """A candidate may write the build cache (torch's loader locks beside its build), so the
+    attackers' candidates did write the C++ victim's folder; run 2 found it changed against its
+    record and built it again (and test_the_victims_keep_their_verdicts: it is ok)."""
+    assert doors["victim_build_after"] != doors["victim_build"], "the attack did not reach the victim's build"
+    assert "[kbench: build cached in" not in doors["victim_log"], "a build the attackers changed was loaded"
+
+
+@pytest.mark.skipif(os.environ.get("KBENCH_SLOW_TESTS") != "1", reason="the control: set KBENCH_SLOW_TESTS=1")
+def test_without_the_sandbox_the_attacks_open_the_doors(tmp_path):
+    """The control: the same attackers against a copy whose sandbox finds no Landlock. Each door
+    that the tests above find shut is open here, so the fixtures are attacks that work."""
+    seen = observe(tmp_path, "cpu", confined=False)
+    assert seen["project_after"] != seen["project"]
+    assert not seen["torch_same"] and seen["torch_planted"] and seen["pth"]
+    assert seen["pch_after"] != seen["pch"] and seen["records_after"] != seen["records"] and seen["ccache"]
+    assert seen["run_marked"] and seen["pwned"]
+    assert seen["victim_build_after"] != seen["victim_build"]
