@@ -199,9 +199,12 @@ def _folder_options(f):
               help="--executor dask: a running Dask scheduler (tcp://host:8786) [default: a cluster on this host].")
 @click.option("--dask-workers", type=click.IntRange(0, 512), default=0,
               help="--executor dask without --scheduler: workers to start [default: one per GPU; 3 on --device cpu].")
+@click.option("--require-sandbox/--no-require-sandbox", default=None,
+              help="Refuse to run solution code where builds and candidates cannot be confined (no Landlock) "
+                   "[default: on under CI=true, else off, with a warning].")
 def run(problems, solutions, problem_filters, set_filters, solution_files, out, device, timeout, build_timeout, build_jobs, cache_dir,
         no_cache, trials, seed, precision, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
-        resume, junit_path, cpu_threads, executor, scheduler, dask_workers) -> None:
+        resume, junit_path, cpu_threads, executor, scheduler, dask_workers, require_sandbox) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
     from harness.discover import demo
     from harness.run import pipeline
@@ -226,7 +229,8 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
     options = Options(device=device or "cuda", timeout=timeout, trials=trials, seed=seed, fp64=not no_fp64,
                       time=not no_timing, timing=TimingConfig(budget_s=time_budget, mode=timing_mode),
                       compile_baseline=compile_baseline, cpu_threads=cpu_threads, build_timeout=build_timeout,
-                      precision=precision)
+                      precision=precision,
+                      require_sandbox=require_sandbox if require_sandbox is not None else _in_ci())
     cfg = pipeline.RunConfig(
         problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs or 0,
         use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),
@@ -254,6 +258,12 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         console.note(f"gate: {len(verdict.failed)} of {len(results.results)} tasks failed ({reasons_summary(verdict)})"
                      + (" (--exit-zero: exit 0)" if policy.exit_zero else ""))
     sys.exit(verdict.exit_code)
+
+
+def _in_ci() -> bool:
+    """CI=true (GitHub Actions, GitLab, most CI services set it): where a gate runs on
+    solutions from pull requests, unconfined is refused unless asked for."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def _given(option: str) -> bool:

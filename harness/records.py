@@ -272,6 +272,9 @@ class Options:
     cpu_threads: int = 1
     build_timeout: float = 600.0  # seconds per solution build
     precision: str = "fp32"  # one of PRECISIONS
+    # Refuse to run solution code where builds and candidates cannot be confined (no
+    # Landlock); decides no verdict of a task that runs, so --resume ignores it.
+    require_sandbox: bool = False
 
     def __post_init__(self) -> None:
         # Here, not in each caller: the CLI, the library API and a spec read back from

@@ -100,6 +100,8 @@ class RichReporter:
         speed = f" {r.speedup:.2f}x" if r.speedup is not None else ""
         flags = f" [{', '.join(f.value for f in r.flags)}]" if r.flags else ""
         msg = f": {r.message}" if r.message and r.status is not Status.OK else ""
+        if r.sandbox is None and r.status in (Status.OK, Status.INCORRECT, Status.RUNTIME_ERROR):
+            flags += " [unconfined]"  # its candidate ran where Landlock was not (the run's first lines say so)
         # The count and ETA on every line as well as on the bar: in a CI log (no terminal) the bar
         # is drawn only at the end, and these lines are all there is.
         self.progress.console.print(

@@ -54,6 +54,7 @@ def start_worker(cfg: EvalConfig) -> Child:
     env["PYTHONUNBUFFERED"] = "1"
     env["KBENCH_PARENT_PID"] = str(os.getpid())
     env["KBENCH_DEVICE"] = cfg.device
+    env["KBENCH_REQUIRE_SANDBOX"] = "1" if cfg.options.require_sandbox else "0"  # its candidate's (sandbox.confine)
     if cfg.device == "cpu":  # both sides, from their first import of torch (records.Options says why)
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cfg.options.cpu_threads)
         # The same allocator on both sides. glibc's malloc moves its mmap threshold with what a

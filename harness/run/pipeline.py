@@ -28,6 +28,7 @@ from ..discover.folders import Discovery, discover, why_nothing_to_run
 from .early_judges import EarlyJudges
 from ..shared.cache_dir import default_cache_dir
 from ..report.gate import GatePolicy
+from ..shared import sandbox
 from ..shared.isolate import child_env
 from .clock import RunClock
 from .lock import LOCK_NAME, folder_lock
@@ -107,7 +108,7 @@ def probe_device(device: str) -> DeviceInfo:
     return DeviceInfo(torch.cuda.get_device_name(0), f"{major}.{minor}", torch.version.cuda, torch.__version__)
 
 
-_NOT_FINGERPRINTED = ("problem_filters", "set_filters", "fail_on", "min_speedup", "executor")
+_NOT_FINGERPRINTED = ("problem_filters", "set_filters", "fail_on", "min_speedup", "executor", "require_sandbox")
 
 
 def fingerprint(task: Task, cfg: RunConfig) -> str:
@@ -184,6 +185,7 @@ def _log_path(out_dir: Path, task: Task) -> Path:
 
 def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     _check_run_folder(cfg)
+    _check_sandbox(cfg, reporter)
     clock = RunClock()
     early = EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
                               cfg.executor == "local" and cfg.resume is None)
@@ -206,6 +208,23 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
             return _run_locked(cfg, reporter, dev, found, out_dir, clock, early)
     finally:
         early.discard()  # those no lane took
+
+
+def _check_sandbox(cfg: RunConfig, reporter: Reporter) -> None:
+    """Before any solution code runs (judges started ahead start candidates): a host that
+    cannot confine builds and candidates is refused under --require-sandbox, and otherwise
+    said in the run's first lines (each task then records `sandbox: null`). With a Dask
+    scheduler elsewhere, each worker's processes check for themselves (sandbox.confine)."""
+    if cfg.executor == "dask" and cfg.scheduler:
+        return
+    if sandbox.landlock_abi() >= 1:
+        return
+    if cfg.options.require_sandbox:
+        raise UserError("this kernel has no Landlock, so solutions' builds and candidates would run unconfined, with "
+                        "write access to everything kbench can write; run on Linux 5.13+ with Landlock enabled, or "
+                        "pass --no-require-sandbox (the default outside CI) to run them unconfined")
+    reporter.note("no sandbox: this kernel has no Landlock, so solutions' builds and candidates run unconfined and can "
+                  "write wherever kbench can (--require-sandbox refuses to run them)")
 
 
 def _check_gpus(cfg: RunConfig) -> None:

@@ -48,7 +48,7 @@ class Host:
 
     def build_config(self, options: Options) -> build.BuildConfig:
         return build.BuildConfig(self.device, self.arch, self.cache_dir / "builds", max(1, self.build_jobs),
-                                 options.build_timeout, self.use_cache)
+                                 options.build_timeout, self.use_cache, require_sandbox=options.require_sandbox)
 
 
 def source_of(path: str | Path, name: str | None = None) -> Source:

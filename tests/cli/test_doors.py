@@ -206,3 +206,44 @@ def test_without_the_sandbox_the_attacks_open_the_doors(tmp_path):
     assert seen["pch_after"] != seen["pch"] and seen["records_after"] != seen["records"] and seen["ccache"]
     assert seen["run_marked"] and seen["pwned"]
     assert seen["victim_build_after"] != seen["victim_build"]
+
+
+def _kbench(project: Path, tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, "KBENCH_CACHE": str(tmp / "cache"), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    full.pop("PYTHONPATH", None)
+    if "CI" not in (env or {}):
+        full.pop("CI", None)  # CI itself sets it: the default must be the one for a user's shell here
+    return subprocess.run([sys.executable, str(project / "cli.py"), "run", "--problems", str(DOORS / "problems"),
+                           "--solutions", str(DOORS / "solutions"), "--set", "victims",
+                           "--solution", str(DOORS / "solutions" / "victims" / "level1" / "1_Softmax" / "honest.py"),
+                           "--device", "cpu", "--no-timing", "--out", str(tmp / "out"), *args],
+                          cwd=project, env=full, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("flags, ci, refused", [(("--require-sandbox",), False, True), ((), True, True),
+                                                (("--no-require-sandbox",), True, False)])
+def test_a_host_without_landlock_is_refused_when_asked_and_under_ci(tmp_path, flags, ci, refused):
+    """--require-sandbox (the default under CI=true) refuses, in one line, before any solution
+    code runs, on a host whose kernel has no Landlock (a copy of kbench that finds none)."""
+    project = _copy_project(tmp_path / "project")
+    _copy_unconfined(project)
+    proc = _kbench(project, tmp_path, *flags, env={"CI": "true"} if ci else None)
+    if not refused:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return
+    assert proc.returncode == 2 and not (tmp_path / "out" / "results.json").exists()
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "no Landlock" in line and "--no-require-sandbox" in line
+
+
+def test_an_unconfined_run_says_so_first_and_in_every_task(tmp_path):
+    project = _copy_project(tmp_path / "project")
+    _copy_unconfined(project)
+    proc = _kbench(project, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]  # the console's lines (the table is stdout)
+    first = next(i for i, ln in enumerate(lines) if "no sandbox" in ln)
+    assert first < next(i for i, ln in enumerate(lines) if "honest.py" in ln)
+    assert "[unconfined]" in next(ln for ln in lines if "honest.py" in ln and " ok " in f" {ln} ")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert [r["sandbox"] for r in results] == [None]

@@ -187,6 +187,22 @@ except RuntimeError as e:
     assert "refused: restrict() needs a single-threaded process" in run_py(code).stdout
 
 
+@pytest.mark.parametrize("required", [False, True])
+def test_a_child_that_cannot_be_confined_says_so_or_refuses(required):
+    """sandbox.confine, which every process that runs solution code calls first: without
+    Landlock it runs on unconfined and says so in its log, or, under --require-sandbox,
+    exits REFUSED_EXIT before anything else runs."""
+    code = ("import os\nfrom harness.shared import sandbox\nsandbox.landlock_abi = lambda: 0\n"
+            "print('confined:', sandbox.confine([], 'build process'))\nprint('went on')")
+    proc = run_py(code, env=dict(os.environ, KBENCH_REQUIRE_SANDBOX="1" if required else "0"))
+    if required:
+        assert proc.returncode == sandbox.REFUSED_EXIT and "went on" not in proc.stdout
+        assert "build process refused to run unconfined: Landlock is not available" in proc.stdout
+    else:
+        assert proc.returncode == 0 and "confined: None" in proc.stdout and "went on" in proc.stdout
+        assert "build process not sandboxed: Landlock is not available" in proc.stdout
+
+
 def test_restrict_without_landlock_says_so(monkeypatch):
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
     with pytest.raises(sandbox.SandboxUnavailable):
