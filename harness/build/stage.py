@@ -267,7 +267,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     outcome = child.finish(log_path, cfg.timeout, stop=lambda: _import_goes_on(child))
     events = [m for m in outcome.messages if isinstance(m.get("compile"), str)]
     wants: list[dict] = []
-    data = _said(out)
+    data = _said(out, cfg.device)
     if data is not None:
         wants = _valid_wants(data.pop("pch_wants", None))
     else:
@@ -296,14 +296,17 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
 _SAID_STATUSES = {"ok", Status.BUILD_ERROR.value, Status.LOAD_ERROR.value, Status.SKIPPED.value}
 
 
-def _said(out: Path) -> dict | None:
+def _said(out: Path, device: str) -> dict | None:
     """The outcome the build process wrote, if it is one: it ran solution code, which
-    may have written anything there."""
+    may have written anything there. `skipped` (a CUDA build on a CPU run) only on a CPU
+    run: on a GPU a build is never skipped, and a gate passes a skipped task."""
     try:
         data = json.loads(out.read_text())
     except (OSError, ValueError):
         return None
     if not (isinstance(data, dict) and data.get("status") in _SAID_STATUSES and isinstance(data.get("message", ""), str)):
+        return None
+    if data["status"] == Status.SKIPPED.value and device != "cpu":
         return None
     return {k: data[k] for k in ("status", "message", "cache", "pch_wants") if k in data}
 
