@@ -62,6 +62,7 @@ class Session:
             cfg = RunConfig(Path("."), Path("."), options=self.options, cache_dir=self.cache_dir,
                             build_jobs=build_jobs, scheduler=scheduler, dask_workers=workers, executor="dask")
             self.executor = DaskExecutor.for_run(cfg)
+            self.executor.start_judges(self.options)  # every GPU worker's first task finds its judge started
         elif executor in ("local", "inline"):
             dev = probe_device(device)
             indices: list = [None]

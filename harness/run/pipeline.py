@@ -425,7 +425,8 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
     if cfg.executor == "dask":
         from . import dask_cluster
 
-        executor = dask_cluster.DaskExecutor.for_run(cfg, events)
+        executor = dask_cluster.DaskExecutor.for_run(cfg, events, shapes=_problem_sizes(cfg, todo, clock))
+        executor.start_judges(cfg.options)
         clock.lap("dask_cluster")
         return executor
     bandwidth = None

@@ -120,7 +120,7 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
     after each task, every short task waited for its judge's `import torch`."""
     from types import SimpleNamespace
 
-    from harness.run import dask_cluster as de, health, launch
+    from harness.run import dask_worker as de, health, launch
 
     started, prepared, ended = [], [], []
 
@@ -140,10 +140,10 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
     a, b = (SimpleNamespace(options=SimpleNamespace(device="cuda", tag=t)) for t in "ab")
 
     assert de._take_spare(a, host) is None  # the worker's first task starts its own
-    de._start_spares(a, host)
+    de._start_spares(a.options, host)
     assert [j.n for _, j in de._spares[0]] == [0, 1, 2] and prepared == [0]
     assert de._take_spare(a, host).n == 0
-    de._start_spares(a, host)
+    de._start_spares(a.options, host)
     assert [j.n for _, j in de._spares[0]] == [1, 2, 3] and prepared[-1] == 1
     assert de._take_spare(b, host) is None and sorted(ended) == [1, 2, 3] and de._spares[0] == []
 
