@@ -40,6 +40,9 @@ from .executors import Events, Finished, Quiet
 from ..records import BuildResult, Status, TaskSpec, UserError, __version__
 
 CPU_WORKERS = 3  # a cluster kbench starts for --device cpu
+# Seconds the first evaluations of an idle cluster wait for other builds (dask_feed.py):
+# a warm run's cached builds come back within a fraction of a second, in any order.
+SETTLE_S = 0.5
 
 
 # ---- kbench's side ----------------------------------------------------------------
@@ -90,7 +93,7 @@ class DaskExecutor:
         self._waiting: list[Future] = []  # results of tasks whose evaluation the feeder still holds
         self.expected = task_seconds.Expected(durations)
         self.shapes = shapes or (lambda path: None)  # a problem file's bytes, for a task never run
-        self.feeder = Feeder(self._slots)
+        self.feeder = Feeder(self._slots, settle_s=SETTLE_S)
         self._slot_count, self._slot_time = 0, -1e9
         self._tags = itertools.count()
         self._check_resources()

@@ -32,6 +32,24 @@ def test_a_closed_feeder_sends_nothing_and_counts_what_it_held():
     assert sent == [1]
 
 
+def test_an_idle_cluster_waits_a_moment_so_the_longest_of_a_burst_starts_first():
+    """Cached builds come back in any order within a moment: with one slot, the first
+    evaluation goes after settle_s, and it is the longest of those that came meanwhile."""
+    import time
+
+    sent = []
+    feeder = Feeder(lambda: 1, settle_s=0.2)
+    for name, seconds in (("short", 1.0), ("long", 9.0), ("mid", 3.0)):
+        feeder.ready(seconds, lambda name=name: sent.append(name))
+    assert sent == []
+    time.sleep(0.5)
+    assert sent == ["long"]
+    feeder.finished()  # a busy cluster's next goes at once
+    feeder.ready(0.5, lambda: sent.append("later"))
+    assert sent == ["long", "mid"]
+    feeder.close()
+
+
 class _FakeFuture:
     def __init__(self, fn, args):
         self.fn, self.args, self.value, self.callbacks = fn, args, None, []
@@ -79,6 +97,7 @@ def test_the_dask_executor_sends_the_longest_built_tasks_to_free_gpus_only():
     client = _FakeClient()
     seconds = {"a": 1.0, "b": 5.0, "c": 3.0, "d": 9.0, "e": 2.0}
     executor = DaskExecutor(client, "cuda", WorkerArgs(None), durations={f"fp-{k}": v for k, v in seconds.items()})
+    executor.feeder.settle_s = 0  # as each arrives (the settling is tested above)
     specs = {k: TaskSpec(k, "s", Source(f"/p/{k}.py", f"# {k}\n"), Source(f"/s/{k}.py", f"# s {k}\n"),
                          Options(), fingerprint=f"fp-{k}") for k in seconds}
     outs = {k: executor.submit(spec) for k, spec in specs.items()}
