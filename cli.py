@@ -186,7 +186,8 @@ def _folder_options(f):
 @click.option("--compile-baseline", is_flag=True,
               help="Also time the reference under torch.compile (compiled before timing) for a second speedup.")
 @click.option("--gpus", default="", metavar="LIST",
-              help="GPUs to spread tasks over, one timing task per GPU: '0,1,2,3' or 'all' [default: the first].")
+              help="GPUs to spread tasks over, one timing task per GPU: '0,1,2,3' or 'all' [default: all that "
+                   "CUDA_VISIBLE_DEVICES shows].")
 @click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
               help="Continue an interrupted run, skipping tasks whose solution, problem and options are unchanged.")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
@@ -210,6 +211,7 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
     from harness.run import pipeline
     from harness.shared.isolate import kill_all
     from harness.records import Options, TimingConfig
+    from harness.run.gpus import parse as parse_gpus
     from harness.run.usage import writable_file
 
     policy = GatePolicy(fail_flags=parse_flags(fail_on), min_speedup=min_speedup, exit_zero=exit_zero)
@@ -234,7 +236,7 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
     cfg = pipeline.RunConfig(
         problems_dir=problems, solutions_dir=solutions, out_dir=out, options=options, build_jobs=build_jobs or 0,
         use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),
-        policy=policy, resume=resume, gpus=_parse_gpus(gpus), executor=executor, scheduler=scheduler,
+        policy=policy, resume=resume, gpus=parse_gpus(gpus), executor=executor, scheduler=scheduler,
         dask_workers=dask_workers, junit_path=junit_path, solution_files=tuple(solution_files),
         **({"cache_dir": cache_dir} if cache_dir else {}),
     )
@@ -269,19 +271,6 @@ def _in_ci() -> bool:
 def _given(option: str) -> bool:
     """Whether the user passed this option (its value may still equal the default)."""
     return click.get_current_context().get_parameter_source(option) is not ParameterSource.DEFAULT
-
-
-def _parse_gpus(text: str) -> tuple[int, ...]:
-    if not text:
-        return ()
-    if text == "all":
-        import torch
-
-        return tuple(range(torch.cuda.device_count()))
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise UserError(f"--gpus takes indices like '0,1' or 'all', not '{text}'") from None
 
 
 @main.command(name="list")

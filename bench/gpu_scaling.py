@@ -12,13 +12,23 @@ own phases and its tasks' phases summed (bench/run_phases.py), tasks per GPU;
 then each GPU count's median wall against one GPU's, and whether every task's
 status and flags agree across all runs.
 
+The run on every GPU passes no --gpus (a bare `kbench run` must use them all); its
+first line, which names the GPUs, is kept in the record.
+
     python bench/gpu_scaling.py --work DIR [--gpus 1,2,4] [--repeats 3] [--no-dask] --md OUT.md --json OUT.json
     python bench/gpu_scaling.py --work DIR --keep-cache ...   # more repeats on DIR's filled cache, no fill run
     python bench/gpu_scaling.py --work DIR --dry-run     # write the set and check it on the CPU
+
+A device call lasts 10 minutes at most: `--budget-s S` starts no run that would end
+past S seconds (judged by the longest run of its kind so far), and `--append
+EARLIER.json` carries an earlier command's runs over and runs only those still
+missing, so the same command, repeated, completes the record (each fresh machine
+fills its cache first: a run named fill-N).
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import shutil
 import statistics
@@ -62,20 +72,25 @@ def run(problems: Path, solutions: Path, work: Path, name: str, *extra: str) -> 
     verdicts = {Path(r["solution_path"]).resolve().relative_to(solutions.resolve()).as_posix():
                 [r["status"], sorted(r["flags"])] for r in data["results"]}
     gpus = Counter(f"{r.get('gpu')} {r.get('gpu_name') or ''}".strip() for r in data["results"])
+    first = next((line.strip() for line in out.with_suffix(".log").read_text().splitlines() if line.strip()), "")
     print(f"[gpu_scaling] {name}: {wall:.1f} s wall, {len(verdicts)} tasks, {dict(gpus)}", flush=True)
     return {"name": name, "args": list(extra), "wall_s": round(wall, 2), "verdicts": verdicts, "gpus": dict(gpus),
-            "phases": run_phases.summarize(data, wall), "device": data["run"]["device"]}
+            "phases": run_phases.summarize(data, wall), "device": data["run"]["device"], "first_line": first,
+            "date": datetime.date.today().isoformat()}
 
 
 def render(runs: list[dict], counts: list[int], command: str) -> str:
-    warm = [r for r in runs if r["name"] != "fill"]
+    warm = [r for r in runs if not r["name"].startswith("fill")]
     by_count = {n: [r["wall_s"] for r in warm if r["name"].startswith(f"{n}gpu-")] for n in counts}
     dask = [r["wall_s"] for r in warm if r["name"].startswith("dask-")]
     lines = [f"# Warm reruns on {'/'.join(map(str, counts))} GPUs ({runs[0]['device']})", "", f"`{command}`; kbench options "
              f"`{' '.join(KBENCH_ARGS)}`; the first run (fill) builds, every other run finds every build cached.", ""]
-    rows = [[r["name"], f"{r['wall_s']:.1f}", ", ".join(f"GPU {k}: {v}" for k, v in sorted(r["gpus"].items()))]
-            for r in runs]
-    lines += [tt.md_table(["run", "wall s", "tasks per GPU"], rows), ""]
+    rows = [[r["name"], r.get("date", "?"), f"{r['wall_s']:.1f}",
+             ", ".join(f"GPU {k}: {v}" for k, v in sorted(r["gpus"].items()))] for r in runs]
+    lines += [tt.md_table(["run", "date", "wall s", "tasks per GPU"], rows), ""]
+    bare = [r for r in runs if r.get("first_line") and not r["args"]]
+    if bare:
+        lines += [f"A bare run's first line: `{bare[-1]['first_line']}`", ""]
     one = statistics.median(by_count[counts[0]]) if by_count.get(counts[0]) else None
     for n in counts:
         if by_count[n]:
@@ -106,6 +121,8 @@ def main() -> None:
     ap.add_argument("--md", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--dry-run", action="store_true", help="write the set and check it on the CPU; no GPU")
+    ap.add_argument("--budget-s", type=float, default=float("inf"), help="start no run that would end past this")
+    ap.add_argument("--append", type=Path, metavar="EARLIER.json", help="carry an earlier record's runs over")
     a = ap.parse_args()
     work = a.work.resolve()
     problems, solutions = write_set(work)
@@ -122,19 +139,60 @@ def main() -> None:
     counts = [n for n in (int(x) for x in a.gpus.split(",")) if n <= have]
     if not counts:
         raise SystemExit(f"--gpus {a.gpus}: this host has {have} GPU(s)")
-    gpu_list = lambda n: ",".join(map(str, range(n)))  # noqa: E731
-    runs = []
-    if not (a.keep_cache and (work / "cache").is_dir()):
-        shutil.rmtree(work / "cache", ignore_errors=True)
-        runs.append(run(problems, solutions, work, "fill", "--gpus", gpu_list(max(counts))))
+    runs = json.loads(a.append.read_text())["runs"] if a.append and a.append.is_file() else []
+    done = {r["name"] for r in runs}
+    planned = []
     for i in range(a.repeats):
-        for n in counts:
-            runs.append(run(problems, solutions, work, f"{n}gpu-{i + 1}", "--gpus", gpu_list(n)))
+        planned += [(f"{n}gpu-{i + 1}", gpu_args(n, have)) for n in counts]
         if not a.no_dask:
-            runs.append(run(problems, solutions, work, f"dask-{i + 1}", "--executor", "dask",
-                            "--dask-workers", str(max(counts))))
+            planned.append((f"dask-{i + 1}", ("--executor", "dask", "--dask-workers", str(max(counts)))))
+    todo = [(name, args) for name, args in planned if name not in done]
     command = "python bench/gpu_scaling.py " + " ".join(sys.argv[1:])
-    tt.write_outputs(render(runs, counts, command), {"command": command, "runs": runs}, a.md, a.json)
+
+    def save(quiet: bool = True) -> None:  # after every run: a command cut short keeps what it measured
+        missing = [name for name, _ in planned if name not in {r["name"] for r in runs}]
+        text = render(runs, counts, command) + (f"\n\nNot run yet: {', '.join(missing)}" if missing else "")
+        data = {"command": command, "runs": runs, "missing": missing}
+        if quiet:
+            for path, body in ((a.md, text + "\n"), (a.json, json.dumps(data, indent=1, default=str) + "\n")):
+                if path:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(body)
+        else:
+            tt.write_outputs(text, data, a.md, a.json)
+
+    t0 = time.monotonic()
+    try:
+        if todo and not (a.keep_cache and (work / "cache").is_dir()):
+            shutil.rmtree(work / "cache", ignore_errors=True)
+            fills = sum(1 for r in runs if r["name"].startswith("fill"))
+            runs.append(run(problems, solutions, work, "fill" if not fills else f"fill-{fills + 1}",
+                            *gpu_args(max(counts), have)) | {"command": command})
+            save()
+        for name, args in todo:
+            if time.monotonic() - t0 + expected_wall(name, runs) > a.budget_s:
+                print(f"[gpu_scaling] stopping before {name}: it would end past --budget-s {a.budget_s:.0f}; "
+                      "run the same command with --append to add it", flush=True)
+                break
+            runs.append(run(problems, solutions, work, name, *args) | {"command": command})
+            save()
+    finally:
+        save(quiet=False)
+
+
+def expected_wall(name: str, runs: list[dict]) -> float:
+    """A run's wall time to come: the longest of its kind so far, else the longest warm
+    run, else most of a fill's (on one H100 the set took 230 s cold and 145 s warm)."""
+    kind = name.split("-")[0]
+    same = [r["wall_s"] for r in runs if r["name"].split("-")[0] == kind]
+    warm = [r["wall_s"] for r in runs if not r["name"].startswith("fill")]
+    fills = [r["wall_s"] for r in runs if r["name"].startswith("fill")]
+    return max(same or warm or [0.6 * f for f in fills] or [0.0])
+
+
+def gpu_args(n: int, have: int) -> tuple[str, ...]:
+    """Every GPU: no flag (a bare run must use them all); fewer: --gpus 0..n-1."""
+    return () if n == have else ("--gpus", ",".join(map(str, range(n))))
 
 
 if __name__ == "__main__":

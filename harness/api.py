@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .run import executors, work
+from .run.gpus import choose as choose_gpus
 from .records import Options, Source, TaskResult, TaskSpec, TimingConfig
 
 _TIMING = {"time_budget": "budget_s", "timing_mode": "mode"}
@@ -40,7 +41,7 @@ def options_from(device: str = "cuda", **kwargs) -> Options:
 class Session:
     """Evaluates (problem source, solution source) pairs with the verdicts of `kbench run`.
 
-    executor: "local" (this host's GPUs; `gpus=(0, 1)` to spread), "dask"
+    executor: "local" (this host's GPUs: every one it sees, or `gpus=(0, 1)`), "dask"
     (`scheduler="tcp://host:8786"`, or a cluster on this host of `workers`), or
     "inline" (each task in the calling thread, nothing kept warm). `log_dir`:
     where each task's log is written (default: none kept)."""
@@ -61,10 +62,15 @@ class Session:
             cfg = RunConfig(Path("."), Path("."), options=self.options, cache_dir=self.cache_dir,
                             build_jobs=build_jobs, scheduler=scheduler, dask_workers=workers, executor="dask")
             self.executor = DaskExecutor.for_run(cfg)
+            self.executor.start_judges(self.options)  # every GPU worker's first task finds its judge started
         elif executor in ("local", "inline"):
             dev = probe_device(device)
-            hosts = [work.probe_host(self.cache_dir, device, gpu_index=g, build_jobs=build_jobs)
-                     for g in (gpus or [None])]
+            indices: list = [None]
+            if device == "cuda" and executor == "local":  # as `kbench run`: every GPU it sees unless told
+                import torch
+
+                indices = list(choose_gpus(tuple(gpus), torch.cuda.device_count()))
+            hosts = [work.probe_host(self.cache_dir, device, gpu_index=g, build_jobs=build_jobs) for g in indices]
             if device == "cuda":
                 hosts = [replace(h, name=dev.name) for h in hosts]
             self.executor = (executors.InlineExecutor(hosts[0]) if executor == "inline" else

@@ -217,6 +217,8 @@ class RunInfo:
     # RunClock): kbench's start, discovery, problem sizes, bandwidth, the build stage,
     # the wait for the first judge, the tasks, ... ; bench/run_phases.py adds the tasks' phases.
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    # The GPUs the run spread its tasks over, as "number: card" (nvidia-smi's numbers); () on the CPU.
+    gpus: tuple[str, ...] = ()
 
     @property
     def precision(self) -> str:

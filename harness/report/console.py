@@ -56,6 +56,9 @@ class RichReporter:
     def run_folder(self, path: Path) -> None:
         self.out_dir = path
 
+    def devices(self, text: str) -> None:
+        err.print(escape(text))  # the run's first line: which GPUs, before the bars start
+
     def __enter__(self):
         return self  # the bars start with the first build: an early error prints one clean line
 

@@ -185,6 +185,18 @@ def _overhead_line(run: RunResults) -> str:
             "(median over tasks); floor = (input + output bytes) / the device's measured copy bandwidth.")
 
 
+def device_line(info) -> str:
+    """The card and, on a GPU run, which GPUs ran it: 'NVIDIA H100 80GB HBM3 x4 (GPUs 0, 1, 2, 3)'."""
+    if not info.gpus:
+        return info.device
+    numbers = ", ".join(g.partition(":")[0] for g in info.gpus)
+    names = {g.partition(":")[2].strip() for g in info.gpus}
+    if len(names) == 1 and next(iter(names)):
+        count = f" x{len(info.gpus)}" if len(info.gpus) > 1 else ""
+        return f"{next(iter(names))}{count} (GPU{'s' if len(info.gpus) > 1 else ''} {numbers})"
+    return "GPUs " + ", ".join(info.gpus)
+
+
 def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     info, s = run.run, summary(run, policy)
     df = table(run, policy)
@@ -193,7 +205,7 @@ def render_markdown(run: RunResults, policy: GatePolicy) -> str:
     out = [
         f"# kbench report: {info.run_id}",
         "",
-        f"- device: {info.device}; precision {info.precision}; torch {info.torch_version}{cuda}; "
+        f"- device: {device_line(info)}; precision {info.precision}; torch {info.torch_version}{cuda}; "
         f"kbench {info.kbench_version}",
         f"- started {info.started}; {state}",
         *([f"- build stage: {info.build_seconds:.1f} s wall, {info.builds_cached} of the builds from the cache"]

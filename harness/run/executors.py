@@ -125,7 +125,7 @@ class _Item:
     path: Path
     tmp: object
     future: Future
-    cost: float = 0.0  # the seconds it is expected to hold its GPU (task_seconds.estimate)
+    fallback: float = 0.0  # its expected GPU seconds from its problem's bytes alone (task_seconds.estimate)
 
 
 def _start_ahead(host: work.Host, ready: list, options, count: int) -> None:
@@ -152,7 +152,9 @@ class LocalExecutor:
                  early=None, durations: dict[str, float] | None = None):
         self.hosts, self.events = hosts, events or Quiet()
         self.early = early  # early_judges.EarlyJudges: the first judge of each lane, started with kbench
-        self.durations = durations or {}  # fingerprint -> seconds it took last time (task_seconds)
+        # Seconds each task is expected to hold its GPU: as last time, else as its problem's
+        # tasks took (learned as they finish), else from its problem's bytes (task_seconds).
+        self.expected = task_seconds.Expected(durations)
         self.device = hosts[0].device
         self.depth = 0 if self.device == "cpu" else prestart
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
@@ -264,13 +266,13 @@ class LocalExecutor:
         except OSError:
             pass
         self.events.built(spec.key, built)
-        cost = 0.0
+        fallback = 0.0
         if built.ok:  # here, in a build thread: a lane choosing its next task never waits for sizes
             shape = self.shapes(work.task_of(spec, self.hosts[0].cache_dir).problem_path)
-            cost = task_seconds.estimate(self.durations.get(spec.fingerprint) if spec.fingerprint else None, shape)
+            fallback = task_seconds.estimate(None, shape)
         with self._cv:
             self._building -= 1
-            self._queue.append(_Item(spec, built, path, tmp, fut, cost))
+            self._queue.append(_Item(spec, built, path, tmp, fut, fallback))
             self._cv.notify_all()
 
     # -- lanes ---------------------------------------------------------------------
@@ -287,13 +289,18 @@ class LocalExecutor:
 
     def _next(self, queue: list[_Item], elsewhere: set[str]) -> int:
         """Which ready task a free lane takes: a failed build first (it needs no GPU and
-        its result is at hand); then the longest (as it took last time, else by its
-        problem's bytes: task_seconds), so that no long task starts last while the other
-        GPUs idle; among equals one whose problem no other lane is judging now, so that one
-        problem's tasks spread over the GPUs; then the one ready first."""
+        its result is at hand); then the longest expected (as it took last time, else as its
+        problem's tasks take, else by its problem's bytes: task_seconds.Expected), so that no
+        long task starts last while the other GPUs idle (longest first, each free GPU
+        pulling the next: the lanes end within about one short task of each other); among
+        equals one whose problem no other lane is judging now, so that one problem's tasks
+        spread over the GPUs; then the one ready first."""
         def rank(i: int) -> tuple:
             item = queue[i]
-            return (0,) if not item.built.ok else (1, -item.cost, item.spec.problem_source.sha256 in elsewhere, i)
+            if not item.built.ok:
+                return (0,)
+            cost = self.expected.seconds(item.spec, item.fallback)
+            return (1, -cost, item.spec.problem_source.sha256 in elsewhere, i)
 
         return min(range(len(queue)), key=rank)
 
@@ -312,6 +319,7 @@ class LocalExecutor:
                     result = self._judge(host, item, pending, ready, state)
                 except Exception as e:  # noqa: BLE001 - a bug of ours: this task says so, the lane goes on
                     result = _crashed(item.spec, "judging it", e)
+                self.expected.learn(item.spec, result)  # the next task of its problem is expected to take as long
                 item.future.set_result(_finish(result, item.path, item.tmp))
         finally:
             for _, c in ready:
@@ -323,11 +331,20 @@ class LocalExecutor:
         """Judges started while this lane waits for builds, so that their seconds of
         `import torch` and CUDA start-up overlap the builds rather than the first
         tasks (a cold run's first task waited ~10 s for its judge on an H100)."""
-        if not self.depth or ready or self._options is None:
+        if not self.depth or self._options is None:
             return
         with self._cv:
             waiting = 0 if self._queue else self._building
-        _start_ahead(host, ready, self._options, min(self.depth, waiting))
+        _start_ahead(host, ready, self._options, min(self.depth, self._share(waiting)) - len(ready))
+
+    def _share(self, pending: int) -> int:
+        """Judges one lane needs ahead for `pending` tasks not yet taken: its share of them,
+        since every free lane pulls from one queue. Each lane asking for all of them
+        starts up to 4x the judges on 4 GPUs, whose imports of torch compete for the cores
+        with the judges that are next (on 4 H100s handoff summed to 31 s against 6.8 s on
+        one GPU; how much of it this was is not measured apart)."""
+        lanes = max(1, len(self.hosts))
+        return -(-pending // lanes)
 
     def _judge(self, host: work.Host, item: _Item, pending: int, ready: list, state: dict) -> TaskResult:
         spec = item.spec
@@ -338,7 +355,7 @@ class LocalExecutor:
         if item.built.ok:
             child = next((c for o, c in ready if o == spec.options), None)
             ready[:] = [(o, c) for o, c in ready if c is not child]
-            _start_ahead(host, ready, spec.options, min(self.depth, pending) - len(ready))
+            _start_ahead(host, ready, spec.options, min(self.depth, self._share(pending)) - len(ready))
         problem = work.task_of(spec, host.cache_dir).problem_path
         result = work.evaluate_built(spec, item.built, host, item.path, child,
                                      self.shapes(problem) if item.built.ok else None)

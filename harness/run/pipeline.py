@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import executors, task_seconds, work
+from . import executors, gpus, task_seconds, work
 from ..report import junit, write as report
 from ..discover import sizes as problem_sizes
 from ..discover.folders import Discovery, discover, why_nothing_to_run
@@ -50,7 +50,7 @@ class RunConfig:
     set_filters: tuple[str, ...] = ()
     policy: GatePolicy = field(default_factory=GatePolicy)
     resume: Path | None = None
-    gpus: tuple[int, ...] = ()  # CUDA device indices to spread tasks over; () = the first one
+    gpus: tuple[int, ...] = ()  # CUDA device indices to spread tasks over; () = every GPU kbench sees
     executor: str = "local"  # "local", "dask" or "inline" (executors.py)
     scheduler: str | None = None  # a Dask scheduler's address; None: a cluster on this host
     dask_workers: int = 0  # workers of that local cluster; 0: one per GPU (or 3 on --device cpu)
@@ -82,6 +82,7 @@ class Reporter(Protocol):
     def task_done(self, result: TaskResult) -> None: ...
     def note(self, text: str) -> None: ...
     def run_folder(self, path: Path) -> None: ...  # where the run is written, once it exists
+    def devices(self, text: str) -> None: ...  # which GPUs the run uses (gpus.describe), before anything else
 
 
 @dataclass(frozen=True)
@@ -187,11 +188,18 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     _check_run_folder(cfg)
     _check_sandbox(cfg, reporter)
     clock = RunClock()
-    early = EarlyJudges.start(cfg.options, cfg.gpus, cfg.cache_dir / "builds",
+    # The GPUs from CUDA_VISIBLE_DEVICES or NVML, before torch is imported, so that each
+    # one's first judge starts now; torch's count, below, is the one that decides.
+    early_gpus = cfg.gpus
+    if cfg.device == "cuda" and not cfg.gpus:
+        early_gpus = tuple(range(gpus.visible_count() or 0))
+    early = EarlyJudges.start(cfg.options, early_gpus, cfg.cache_dir / "builds",
                               cfg.executor == "local" and cfg.resume is None)
     try:
         dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
-        _check_gpus(cfg)
+        cfg = _with_gpus(cfg, dev, reporter)
+        if cfg.gpus != early_gpus:  # NVML and torch disagree: judges pinned by NVML's count are of no use
+            early.discard()
         early.keep_if(dev.arch)
         clock.lap("device")
         found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters, cfg.solution_files)
@@ -227,17 +235,21 @@ def _check_sandbox(cfg: RunConfig, reporter: Reporter) -> None:
                   "write wherever kbench can (--require-sandbox refuses to run them)")
 
 
-def _check_gpus(cfg: RunConfig) -> None:
-    """--gpus indices this host has, each once."""
-    if cfg.device != "cuda" or not cfg.gpus:
-        return
+def _with_gpus(cfg: RunConfig, dev: DeviceInfo, reporter: Reporter) -> RunConfig:
+    """On CUDA: the GPUs the run uses (--gpus, checked, or every one torch sees), named
+    on the run's first line. The CPU path is left as it was."""
+    if cfg.device != "cuda":
+        return cfg
+    if cfg.executor == "dask" and cfg.scheduler:  # the cluster's GPUs, not this host's
+        reporter.devices(f"using the GPU workers of the Dask cluster at {cfg.scheduler}")
+        return cfg
     import torch
 
     count = torch.cuda.device_count()
-    bad = [g for g in cfg.gpus if not 0 <= g < count]
-    if bad or len(set(cfg.gpus)) != len(cfg.gpus):
-        which = f"GPU {bad[0]} is not one of this host's {count} (0-{count - 1})" if bad else "an index is repeated"
-        raise UserError(f"--gpus {','.join(map(str, cfg.gpus))}: {which}; see nvidia-smi and CUDA_VISIBLE_DEVICES")
+    chosen = gpus.choose(cfg.gpus, count)
+    used = [gpus.Gpu(i, gpus.gpu_number(i), torch.cuda.get_device_name(i)) for i in chosen]
+    reporter.devices(gpus.describe(used, count))
+    return replace(cfg, gpus=chosen)
 
 
 def _check_run_folder(cfg: RunConfig) -> None:
@@ -296,6 +308,8 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
         options=cfg.options_record(),
         started=_now(),
         unmatched=tuple(f"{u.path}: {u.reason}" for u in found.unmatched),
+        gpus=tuple(gpus.Gpu(i, gpus.gpu_number(i), _gpu_name(i, dev)).label() for i in cfg.gpus)
+        if cfg.device == "cuda" else (),
     )
     results: dict[str, TaskResult] = dict(done)
     build_stage: dict = {}
@@ -317,7 +331,7 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
             _write_on_the_way_out(snapshot(), out_dir, cfg, store, reporter)
             raise
         if todo:
-            task_seconds.save(cfg.cache_dir, [results[t.key] for t in todo if t.key in results])
+            task_seconds.save(cfg.cache_dir, [results[t.key] for t in todo if t.key in results], cfg.options)
         clock.mark("until_reports")
         final = snapshot(finished=True)
         store.set_run(final.run)
@@ -330,6 +344,8 @@ def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[s
                clock: RunClock, early: EarlyJudges | None = None) -> None:
     """Run `todo`; each result goes into `results` and the store as it finishes."""
     by_key = {t.key: t for t in todo}
+    if early is not None and cfg.executor == "local":
+        early.top_up(len(todo))  # every GPU's next judges import torch while the builds are checked
     events = _Events(reporter, by_key, len(todo))
     executor = _executor(cfg, dev, todo, events, clock, early)
     specs = [task_spec(t, cfg.options, prints[t.key]) for t in todo]
@@ -428,7 +444,8 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
     if cfg.executor == "dask":
         from . import dask_cluster
 
-        executor = dask_cluster.DaskExecutor.for_run(cfg, events)
+        executor = dask_cluster.DaskExecutor.for_run(cfg, events, shapes=_problem_sizes(cfg, todo, clock))
+        executor.start_judges(cfg.options)
         clock.lap("dask_cluster")
         return executor
     bandwidth = None
@@ -441,16 +458,22 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
             events.note("could not measure the device's copy bandwidth: no roofline floor this run")
     clock.lap("bandwidth")
     jobs = cfg.build_jobs or default_build_jobs()
-    gpus = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
+    indices = list(cfg.gpus) if cfg.device == "cuda" and cfg.gpus else [None]
     hosts = [work.Host(cfg.cache_dir, cfg.device, _gpu_name(g, dev), dev.arch, bandwidth, g, jobs, cfg.use_cache,
-                       socket.gethostname()) for g in gpus]
+                       socket.gethostname()) for g in indices]
     if cfg.executor == "inline":
         return executors.InlineExecutor(hosts[0], events)
     if cfg.executor != "local":
         raise UserError(f"--executor must be local, dask or inline, not '{cfg.executor}'")
-    # The problems' sizes (to refuse a task that cannot fit) and check-set counts are
-    # found on the meta device, once per problem and cached by content, in a thread
-    # while the builds run.
+    shape = _problem_sizes(cfg, todo, clock)
+    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape,
+                                   early=early, durations=task_seconds.load(cfg.cache_dir))
+
+
+def _problem_sizes(cfg: RunConfig, todo: list[Task], clock: RunClock):
+    """problem path -> its sizes, found in a thread while the builds run: to refuse a task
+    that cannot fit, to count its check sets, and to expect how long a task never run
+    takes. Found on the meta device, once per problem and cached by content."""
     sizes: dict[str, dict | None] = {}
 
     def find_sizes() -> None:
@@ -468,8 +491,7 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
             clock.add("problem_sizes_wait", time.monotonic() - t0)
         return sizes.get(problem_path)
 
-    return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape,
-                                   early=early, durations=task_seconds.load(cfg.cache_dir))
+    return shape
 
 
 def _gpu_name(index: int | None, dev: DeviceInfo) -> str:

@@ -89,3 +89,20 @@ def test_two_gpus_share_the_tasks(run_cli, tmp_path):
     assert len(results) == 5, proc.stderr[-3000:]
     assert mismatches(results) == []
     assert {r["gpu"] for r in results} == {0, 1}  # both took a task: each pops one as it starts
+
+
+def test_a_bare_run_uses_every_visible_gpu_and_says_so(run_cli, tmp_path):
+    """No --gpus: every GPU kbench sees takes tasks; the first line names them and their
+    card, and report.md's header names the card."""
+    import torch
+
+    count, name = _gpu_count(), torch.cuda.get_device_name(0)
+    proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(GRAPHS / "solutions"),
+                   "--out", str(tmp_path / "r"), "--time-budget", "2", "--exit-zero")
+    first = proc.stderr.strip().splitlines()[0]
+    assert first.startswith(f"using {count} of {count} visible GPUs" if count > 1 else "using GPU"), proc.stderr[:2000]
+    assert name in first
+    results = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    assert mismatches(results) == []
+    assert len({r["gpu"] for r in results}) >= min(2, count)  # more than the first GPU took tasks
+    assert name in (tmp_path / "r" / "report.md").read_text().split("## Summary")[0]

@@ -71,6 +71,9 @@ class Recorder:
     def run_folder(self, path):
         self.out_dir = path
 
+    def devices(self, text):
+        self.notes.append(text)
+
 
 def make_tasks(root: Path, count: int) -> tuple[Path, Path]:
     """One problem and `count` candidate solutions for it in one set."""

@@ -120,7 +120,7 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
     after each task, every short task waited for its judge's `import torch`."""
     from types import SimpleNamespace
 
-    from harness.run import dask_cluster as de, health, launch
+    from harness.run import dask_worker as de, health, launch
 
     started, prepared, ended = [], [], []
 
@@ -140,10 +140,10 @@ def test_a_dask_worker_keeps_as_many_judges_started_ahead_as_a_local_lane(monkey
     a, b = (SimpleNamespace(options=SimpleNamespace(device="cuda", tag=t)) for t in "ab")
 
     assert de._take_spare(a, host) is None  # the worker's first task starts its own
-    de._start_spares(a, host)
+    de._start_spares(a.options, host)
     assert [j.n for _, j in de._spares[0]] == [0, 1, 2] and prepared == [0]
     assert de._take_spare(a, host).n == 0
-    de._start_spares(a, host)
+    de._start_spares(a.options, host)
     assert [j.n for _, j in de._spares[0]] == [1, 2, 3] and prepared[-1] == 1
     assert de._take_spare(b, host) is None and sorted(ended) == [1, 2, 3] and de._spares[0] == []
 
@@ -279,3 +279,134 @@ def test_a_task_that_took_long_last_time_starts_first_whatever_its_bytes(monkeyp
     assert "hang" in [r[1] for r in sorted(log, key=lambda r: r[2])[:2]], log  # one of the two GPUs' first
     makespan = max(r[3] for r in log) - min(r[2] for r in log)
     assert makespan < 1.0 + 0.3, makespan  # the five big ones ran beside it on the other GPU (last: 1.4 s)
+
+
+def test_a_new_candidate_of_a_problem_that_took_long_starts_first(monkeypatch, tmp_path):
+    """New candidates (fingerprints never seen, as in an RL batch) of a problem whose tasks
+    took long last time (2 s) start before those of a problem with more bytes (1.2 s by
+    bytes): the problem's own seconds (under the same options) beat the bytes estimate."""
+    from harness.run import task_seconds
+    from harness.records import Options, Status, TaskResult
+
+    monkeypatch.setenv("KBENCH_TEST_CACHE", str(tmp_path))
+    earlier = [TaskResult("slow", "set", "/s/old.py", Status.OK, "", fingerprint="fp-old",
+                          problem_sha256=_sha("# problem slow\n"), phase_seconds={"timing": 2.0})]
+    task_seconds.save(tmp_path, earlier, Options())
+    log: list = []
+    executor, problems = _fake_lanes(monkeypatch, 2, {"big": 0.2, "slow": 0.8}, {"big": 10**9, "slow": 10}, log,
+                                     durations=task_seconds.load(tmp_path))
+    for f in executor.submit_many(_specs(["big"] * 4 + ["slow"], problems)):
+        f.result(timeout=30)
+    executor.close()
+    assert "slow" in [r[1] for r in sorted(log, key=lambda r: r[2])[:2]], log  # one of the two GPUs' first
+    makespan = max(r[3] for r in log) - min(r[2] for r in log)
+    assert makespan < 0.8 + 0.3, makespan  # the four big ones beside it on the other GPU (slow last: 1.2 s)
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_expected_seconds_learn_a_problems_time_within_the_run():
+    from harness.run.task_seconds import Expected, problem_key
+    from harness.records import Options, Source, Status, TaskResult, TaskSpec
+
+    spec = TaskSpec("p", "s", Source("/p.py", "# p\n"), Source("/s.py", "# s\n"), Options(), fingerprint="fp-1")
+    other = TaskSpec("p", "s", Source("/p.py", "# p\n"), Source("/t.py", "# t\n"), Options(), fingerprint="fp-2")
+    expected = Expected({"fp-1": 7.0, problem_key(spec.problem_source.sha256, Options()): 3.0})
+    assert expected.seconds(spec, 1.0) == 7.0  # its own time first
+    assert expected.seconds(other, 1.0) == 3.0  # else its problem's
+    fresh = TaskSpec("q", "s", Source("/q.py", "# q\n"), Source("/u.py", "# u\n"), Options())
+    assert expected.seconds(fresh, 1.5) == 1.5  # else the bytes estimate
+    expected.learn(fresh, TaskResult("q", "s", "/u.py", Status.OK, "", phase_seconds={"check": 2.0, "timing": 4.0}))
+    assert expected.seconds(replace_source(fresh), 1.5) == 6.0  # the problem's first task, this run
+    expected.learn(fresh, TaskResult("q", "s", "/u.py", Status.BUILD_ERROR, ""))  # never judged: no GPU time
+    assert expected.seconds(replace_source(fresh), 1.5) == 6.0
+    longer = Options(trials=9)  # other options: another problem entry
+    assert expected.seconds(TaskSpec("q", "s", fresh.problem_source, fresh.solution_source, longer), 1.5) == 1.5
+
+
+def replace_source(spec):
+    from dataclasses import replace
+
+    from harness.records import Source
+
+    return replace(spec, solution_source=Source("/v.py", "# another candidate\n"))
+
+
+def test_four_gpus_finish_together_longest_first(monkeypatch, tmp_path):
+    """Four lanes, tasks of known times (1 x 0.8 s, 2 x 0.4 s, 4 x 0.3 s, 8 x 0.1 s: 3.6 s
+    of work, 0.9 s a lane): submitted shortest first, they start longest first and the
+    lanes end within about one short task of each other; no lane idles while one has
+    queued work (each free lane pulls the next)."""
+    from harness.run import task_seconds
+    from harness.records import Status, TaskResult
+
+    monkeypatch.setenv("KBENCH_TEST_CACHE", str(tmp_path))
+    names = ["t01"] * 8 + ["t03"] * 4 + ["t04"] * 2 + ["t08"]
+    seconds = {"t01": 0.1, "t03": 0.3, "t04": 0.4, "t08": 0.8}
+    results = [TaskResult(n, "set", f"/s/{n}_{i}.py", Status.OK, "", fingerprint=f"fp-{n}-{i}",
+                          phase_seconds={"timing": seconds[n]}) for i, n in enumerate(names)]
+    task_seconds.save(tmp_path, results)
+    log: list = []
+    executor, problems = _fake_lanes(monkeypatch, 4, seconds, {n: 1 for n in seconds}, log,
+                                     durations=task_seconds.load(tmp_path))
+    for f in executor.submit_many(_specs(names, problems)):
+        f.result(timeout=30)
+    executor.close()
+    starts = [r[1] for r in sorted(log, key=lambda r: r[2])]
+    assert sorted(starts[:4]) == ["t03", "t04", "t04", "t08"], starts  # the four longest, one per GPU
+    assert starts[-8:] == ["t01"] * 8, starts
+    ends = {}
+    for gpu, _, _, end in log:
+        ends[gpu] = max(ends.get(gpu, 0.0), end)
+    t0 = min(r[2] for r in log)
+    assert max(ends.values()) - t0 < 0.9 + 0.1 + 0.3, ends  # the ideal, one short task, slack for a busy host
+    assert max(ends.values()) - min(ends.values()) < 0.1 + 0.25, ends
+
+
+def test_each_lane_starts_its_share_of_judges_ahead(monkeypatch, tmp_path):
+    """Four GPUs, 6 tasks left: each lane keeps 2 judges ahead, not 4 (all four lanes
+    asking for every waiting task started 4x the judges, whose imports slowed the next)."""
+    from harness.run import executors, work
+
+    monkeypatch.setattr(executors.os, "cpu_count", lambda: 64)
+    hosts = [work.Host(tmp_path, "cuda", "fake GPU", "9.0", None, g, 4) for g in range(4)]
+    executor = executors.LocalExecutor(hosts, prestart=executors.prestart_depth("cuda"))
+    try:
+        assert executor.depth == 4
+        assert [executor._share(n) for n in (0, 1, 4, 6, 40)] == [0, 1, 1, 2, 10]
+    finally:
+        executor.close()
+
+
+def test_early_judges_top_up_every_gpu_to_its_share(monkeypatch, tmp_path):
+    """At start one judge per GPU (told it is next); once 6 tasks are known, each of 4 GPUs
+    gets 2, only the first prepared; a lane takes all of its GPU's."""
+    from harness.run import executors, gpus, launch
+    from harness.run.early_judges import EarlyJudges
+    from harness.records import Options
+
+    started, prepared = [], []
+
+    class FakeJudge:
+        def __init__(self, cfg):
+            self.gpu = cfg.gpu_index
+
+        def discard(self):
+            pass
+
+    monkeypatch.setattr(gpus, "capability", lambda index: ("NVIDIA H100 80GB HBM3", "9.0"))
+    monkeypatch.setattr(launch, "start_worker", lambda cfg: started.append(cfg) or FakeJudge(cfg))
+    monkeypatch.setattr(launch, "prepare", lambda child: prepared.append(child))
+    monkeypatch.setattr(executors.os, "cpu_count", lambda: 64)
+    early = EarlyJudges.start(Options(), (0, 1, 2, 3), tmp_path / "builds")
+    early.top_up(6)
+    assert {g: len(c) for g, c in early.judges.items()} == {0: 2, 1: 2, 2: 2, 3: 2}
+    assert len(prepared) == 4 and len(started) == 8
+    early.top_up(100)  # no more than a lane keeps ahead
+    assert all(len(c) == 4 for c in early.judges.values())
+    taken = early.take(2)
+    assert len(taken) == 4 and all(j.gpu == 2 for _, j in taken) and taken[0][1] in prepared
