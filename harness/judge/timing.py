@@ -49,12 +49,14 @@ from ..discover import shapes
 from ..shared.locate import Locator
 from .read import span_bytes
 from ..records import Flag, Status
-from . import limits
+from . import limits, stopping
 from .task import Judge, TaskFailed
 
 _perf = time.perf_counter
 TRACE = bool(os.environ.get("KBENCH_TIMING_TRACE"))  # one line per batch in the task's log
 EMPTY_BATCHES = 11
+EMPTY_MIN = 5  # empty batches after the import, at least, when the budget is short
+WARM_PAIRS = 3  # pairs of single calls in the warm-up, where the budget has room (the first is not used)
 TARGET_S = {"cuda": 0.010, "cpu": 0.020}  # a batch's length, before the fixed cost's 50x
 FIXED_SHARE = 0.02  # the fixed cost of a batch is at most this share of it
 MAX_CALLS = 4096  # calls per batch (copies of the inputs, outputs kept)
@@ -104,19 +106,24 @@ class PairResult:
     out_bytes: int = 0
 
 
-def empty_batches(judge: Judge, n: int = EMPTY_BATCHES) -> list[float]:
+def empty_batches(judge: Judge, n: int = EMPTY_BATCHES,
+                  enough: Callable[[int, float], bool] | None = None) -> list[float]:
     """Seconds of `n` empty batches, measured exactly as a batch is, each after the
     judge has made inputs and run the reference once with the candidate stopped, as
     it does between two of the candidate's timed batches: a process stopped while
     the GPU moved gigabytes for another answers later, and the GPU switches to it
     later (on an H200, 2026-11-26: ~0.5 ms more than empty batches back to back,
-    which a 3 ms call timed one per batch read as 16% slower)."""
+    which a 3 ms call timed one per batch read as 16% slower). `enough(taken, each_s)`
+    may end them sooner (the timing budget's share for them: stopping.Budget)."""
     limit = limits.for_other(judge.ref_call_s, "batch")
-    out = []
-    for _ in range(n):
+    out: list[float] = []
+    each_s = 0.0
+    while len(out) < n and not (enough is not None and enough(len(out), each_s)):
+        t0 = _perf()
         if judge.device.type == "cuda":  # on the CPU the measure is CPU time: waiting costs none
             judge.run_reference_once()
         out.append(measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0])
+        each_s = max(each_s, _perf() - t0)
     return out
 
 
@@ -169,8 +176,10 @@ class Timer:
     def _fixed_costs(self) -> None:
         # The lower quartile, not the median: a host busy while they were measured (builds
         # beside a cold run) slows some of them, and a fixed cost read high makes the judge's
-        # measure of every batch read low.
-        post = stats.quantile(empty_batches(self.j), 0.25)
+        # measure of every batch read low. As many as the budget's share for them allows
+        # (EMPTY_MIN at least): the ones measured before the import stand beside them.
+        enough = lambda taken, each_s: self.budget.fixed_costs_done(taken, EMPTY_MIN, EMPTY_BATCHES, each_s)  # noqa: E731
+        post = stats.quantile(empty_batches(self.j, EMPTY_BATCHES, enough), 0.25)
         pre = stats.quantile(self.j.pre_fixed_s, 0.25) if self.j.pre_fixed_s else post
         self.fixed_s = min(pre, post)
         self.fixed_parts = (pre, post)
@@ -278,15 +287,21 @@ class Timer:
         is run again after a pause that grows: another program's time slices on the GPU
         (the next task's judge making its CUDA context, say) are in the judge's clock and
         not in the candidate's events. A claim that is simply low stays low, and the last
-        try is kept (Timer._after judges the claims)."""
+        try is kept (Timer._after judges the claims), also where the budget has no room
+        for another (a GPU that was busy before the batch is tried again all the same:
+        untimed_work rests on every try)."""
         for attempt in range(CONTENDED_RETRIES + 1):
+            s0 = _perf()
             p = self._pair(n, graph)
             judged, claimed = p.sol[0] - self.fixed_s, p.sol[1]
             if not p.busy_before and (not self.cuda or claimed is None
                                       or judged - claimed / 1e3 <= CLAIM_SHARE * judged + CLAIM_BATCH_S):
                 return p
+            pause = CONTENDED_PAUSE_S * 2 ** attempt
+            if not p.busy_before and not self.budget.fits(pause + _perf() - s0):
+                return p
             if attempt < CONTENDED_RETRIES:
-                time.sleep(CONTENDED_PAUSE_S * 2 ** attempt)
+                time.sleep(pause)
         if p.busy_before:
             self.result.flags.add(Flag.UNTIMED_WORK)
             note = (f"the GPU was busy for {p.busy_before * 1e3:.2f} ms after the judge wrote the candidate's inputs "
@@ -307,7 +322,9 @@ class Timer:
         """A reference batch, measured again (after a pause that grows) where other work on
         the GPU slowed it: another process's time slices show in the wall time, not in the
         batch's own events. Still slowed after the last try, a kept batch flags the task."""
+        tries = 0
         for attempt in range(CONTENDED_RETRIES + 1):
+            tries += 1
             self._guard_own_scheduling()
             self._flush()
             cpu0 = self.j.remote.freezer.cpu_seconds()
@@ -323,13 +340,15 @@ class Timer:
             excess = seconds - self.ref_fixed_s - events / 1e3
             if excess <= max(CONTENDED_SHARE * events / 1e3, CONTENDED_MIN_S):
                 return seconds, events, host
-            if attempt < CONTENDED_RETRIES:
-                time.sleep(CONTENDED_PAUSE_S * 2 ** attempt)
+            pause = CONTENDED_PAUSE_S * 2 ** attempt
+            if attempt == CONTENDED_RETRIES or not self.budget.fits(pause + seconds):
+                break  # out of tries, or of budget: a kept batch says so (contended)
+            time.sleep(pause)
         if keep:
             self.result.flags.add(Flag.CONTENDED)
             note = (f"the reference's batches met other work on the GPU: a batch of {n} took {seconds * 1e3:.3f} ms "
                     f"(fixed cost {self.ref_fixed_s * 1e3:.3f} ms) against {events:.3f} ms on its own events, "
-                    f"{CONTENDED_RETRIES + 1} tries over {CONTENDED_PAUSE_S * 2 ** CONTENDED_RETRIES:.1f} s")
+                    f"{tries} tries over {CONTENDED_PAUSE_S * (2 ** (tries - 1) - 1):.2f} s of pauses")
             if not any(n_.startswith("the reference's batches met") for n_ in self.result.notes):
                 self.result.notes.append(note)
         return seconds, events, host
@@ -432,6 +451,8 @@ class Timer:
     # -- the run --------------------------------------------------------------------
     def run(self) -> PairResult:
         r = self.result
+        self.budget = stopping.Budget(self.cfg.budget_s)
+        self.rule = stopping.StopRule(self.cfg.min_samples, self.cfg.max_samples, self.cfg.target_rel_ci)
         started = sandbox.started_by(os.getpid(), self.j.remote.proc.pid)
         self._fixed_costs()
         self.checked = 0
@@ -439,16 +460,9 @@ class Timer:
         gc.collect()
         gc.disable()  # a collection inside a batch would be charged to it
         try:
-            # Warm-up: single calls until the candidate has run 3 and warmup_s has passed
-            # (first calls may autotune, allocate, load modules); not kept.
-            self.warm = PairResult(Side(), Side(), "", r.clock, 1, 0.0, 0.0)
-            t0 = _perf()
-            while len(self.warm.sol.ms) < 3 or (_perf() - t0 < 2 * self.cfg.warmup_s and len(self.warm.sol.ms) < 1000):
-                p = self._pair(1, graph=False, keep=False)
-                self._keep(p, self.warm)
-                self.out_bytes = r.out_bytes = shapes.nbytes(p.outs[0])
+            warm = self._warm_up()
             per_call = self._per_call_estimate()
-            n, graph = self._plan(min(per_call), max(per_call)), False
+            n, graph = self._within_budget(self._plan(min(per_call), max(per_call))), False
             if n > 1:
                 self._bind(n)
                 wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode == "auto" and
@@ -459,36 +473,85 @@ class Timer:
                     r.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
                 if not graph:
                     n = self._eager_calls(n)
+            elif not self.cuda:
+                # On the CPU the warm-up's pairs were measured as samples are (one call a
+                # batch, fresh inputs, cold caches, every output compared): samples, but for
+                # the first (its process met the loan's memory first), unless it is all there is.
+                for p in warm[1:] or warm:
+                    self._keep(p)
             r.calls, r.clock = n, ("cuda_graph" if graph else "cuda_burst") if self.cuda else "cpu_clock"
             self._sample(n, graph)
         finally:
             gc.enable()
         self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
         us = lambda xs: "/".join(f"{x * 1e3:.1f}" for x in xs)  # noqa: E731 - ms to us
-        print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}); fixed "
+        print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}) in "
+              f"{self.budget.spent():.2f} s of a {self.budget.seconds:g} s budget; fixed "
               f"cost us: candidate {self.fixed_s * 1e6:.0f} (before/after import {us(self.fixed_parts)}), reference "
               f"{self.ref_fixed_s * 1e6:.0f}; warm-up us per call: reference "
-              f"{stats.median(self.warm.ref.ms[1:]) * 1e3:.1f}, solution {stats.median(self.warm.sol.ms[1:]) * 1e3:.1f}; "
+              f"{stats.median(self.warm.ref.ms[1:] or self.warm.ref.ms) * 1e3:.1f}, solution "
+              f"{stats.median(self.warm.sol.ms[1:] or self.warm.sol.ms) * 1e3:.1f}; "
               f"medians us: reference {stats.median(r.ref.ms) * 1e3:.2f}, solution {stats.median(r.sol.ms) * 1e3:.2f}, "
               f"its own events {stats.median(r.sol.claimed_ms) * 1e3 if r.sol.claimed_ms else float('nan'):.2f}",
               flush=True)
         return r
 
+    def _warm_up(self) -> list["Pair"]:
+        """Pairs of single calls until the candidate has run WARM_PAIRS and 2 x warmup_s
+        has passed (first calls may autotune, allocate, load modules), as far as the
+        budget has room for them: a pair of slow calls may be all it holds. Returns the
+        pairs; self.one_s is what one such pair costs the judge."""
+        self.warm = PairResult(Side(), Side(), "", self.result.clock, 1, 0.0, 0.0)
+        pairs: list[Pair] = []
+        walls: list[float] = []
+        t0 = _perf()
+        while True:
+            s0 = _perf()
+            p = self._pair(1, graph=False, keep=False)
+            walls.append(_perf() - s0)
+            pairs.append(p)
+            self._keep(p, self.warm)
+            self.out_bytes = self.result.out_bytes = shapes.nbytes(p.outs[0])
+            self.one_s = max(walls[1:] or walls)  # the first pair also met new memory
+            if len(pairs) >= 1000 or (len(pairs) >= WARM_PAIRS and _perf() - t0 >= 2 * self.cfg.warmup_s):
+                return pairs
+            if not self.budget.fits(self.one_s):
+                return pairs
+
     def _per_call_estimate(self) -> list[float]:
         """Seconds per call of each side, for planning: the growth of a batch's time from
         1 call to WARM_CALLS, so that whatever a batch costs beyond its calls (which a
-        single call's time is mostly, for calls of microseconds) does not count."""
-        one = [stats.median(s.ms[1:]) / 1e3 for s in (self.warm.ref, self.warm.sol)]
+        single call's time is mostly, for calls of microseconds) does not count. Without
+        room in the budget for that batch, the single calls' times."""
+        one = [stats.median(s.ms[1:] or s.ms) / 1e3 for s in (self.warm.ref, self.warm.sol)]
+        self.many: tuple[int, float] | None = None  # (calls, seconds) of the pair of WARM_CALLS
         n = min(WARM_CALLS, self._plan(min(one), max(one)))
-        if n < 2:
+        if n < 2 or not self.budget.fits(stopping.pair_cost(n, self.one_s, None)):
             return one
         self._bind(n)
+        s0 = _perf()
         try:
             p = self._pair(n, graph=False, keep=False)
         except _SharedMemory:
             return one  # one output buffer for every call: _eager_calls finds it again, and says so
+        self.many = (n, _perf() - s0)
         whole = [p.ref[0] - self.ref_fixed_s, p.sol[0] - self.fixed_s]  # the batch of n calls, s
         return [max((t - o) / (n - 1), 1e-7) for t, o in zip(whole, one)]
+
+    def _pair_s(self, n: int) -> float:
+        """What a pair of n-call batches is expected to cost the judge."""
+        return stopping.pair_cost(n, self.one_s, self.many)
+
+    def _within_budget(self, n: int) -> int:
+        """n calls a batch, or fewer where the budget has no room for two such pairs (one
+        to try the calls, one sample): fewer calls measure less finely, none measure nothing."""
+        planned = n
+        while n > 1 and not self.budget.fits(2 * self._pair_s(n)):
+            n //= 2
+        if n < planned:
+            self.result.notes.append(f"timed {n} calls a batch, not {planned}: the time budget "
+                                     f"({self.budget.seconds:g} s) had no room for batches that long")
+        return n
 
     def _eager_calls(self, n: int) -> int:
         """n, or 1 where the candidate's calls share their output memory (the outputs
@@ -503,19 +566,28 @@ class Timer:
         return n
 
     def _sample(self, n: int, graph: bool) -> None:
+        """Pairs until the speedup is known to target_rel_ci (after min_samples pairs and
+        MIN_SAMPLING_S), or the next pair would end past the budget (one sample at least),
+        or max_samples: stop_reason says which (stopping.py)."""
         r = self.result
-        deadline = _perf() + self.cfg.budget_s
-        while len(r.sol.ms) < self.cfg.max_samples:
-            for _ in range(self.cfg.block):
-                self._keep(self._settled_pair(n, graph))
-            if len(r.sol.ms) >= self.cfg.min_samples:
-                sides = [r.ref, r.sol] + ([r.baseline] if r.baseline else [])
-                if all(stats.relative_ci_halfwidth(s.ms) <= self.cfg.target_rel_ci for s in sides):
-                    r.stop_reason = "converged"
-                    return
-                if _perf() > deadline:
-                    r.stop_reason = "budget"
-                    return
+        t0 = _perf()
+        cost, recent = self._pair_s(n), []
+        r.stop_reason = stopping.MAX_SAMPLES
+        while len(r.sol.ms) < self.rule.max_samples:
+            if r.sol.ms and not self.budget.fits(cost):
+                r.stop_reason = stopping.BUDGET
+                break
+            s0 = _perf()
+            self._keep(self._settled_pair(n, graph))
+            recent = (recent + [_perf() - s0])[-3:]
+            cost = max(recent)
+            sides = [r.ref.ms, r.sol.ms] + ([r.baseline.ms] if r.baseline else [])
+            if self.rule.converged(sides, _perf() - t0):
+                r.stop_reason = stopping.CONVERGED
+                break
+        if len(r.sol.ms) < self.rule.min_samples:
+            r.notes.append(f"{len(r.sol.ms)} pairs of batches: the time budget ({self.budget.seconds:g} s) ended "
+                           f"sampling before the minimum of {self.rule.min_samples}; a larger --time-budget buys more")
 
     def _after(self, started_s: float) -> None:
         """Processes the candidate started that used the CPU while it was timed (an
