@@ -29,7 +29,7 @@ from ..shared import stats
 MIN_SAMPLING_S = 0.25
 # The share of the budget the fixed costs (empty batches) may take before the minimum
 # of them is enough.
-FIXED_SHARE_OF_BUDGET = 0.1
+FIXED_SHARE_OF_BUDGET = 0.05
 
 # stop_reason in results.json
 CONVERGED = "converged"  # the speedup's interval reached the target
@@ -87,16 +87,16 @@ class Budget:
         return taken >= minimum and self.spent() + each_s > FIXED_SHARE_OF_BUDGET * self.seconds
 
 
-def pair_cost(n: int, one: float, many: tuple[int, float] | None) -> float:
-    """Seconds a pair of n-call batches is expected to take, from the wall time of a
-    pair of 1-call batches (`one`) and of one pair of m calls (`many`: (m, seconds)),
-    on the line through them: a pair's cost is fixed work (requests, flushes) plus work
-    per call (drawing inputs, both calls, reading and comparing outputs). Without the
-    second point, n times the first: high for short calls, which only stops earlier."""
+def pair_cost(n: int, one_s: float, one_work_s: float, many: tuple[int, float] | None = None) -> float:
+    """Seconds a pair of n-call batches is expected to take: fixed work (requests,
+    flushes) plus work per call (drawing inputs, both calls, reading and comparing
+    outputs). From a pair of single calls, its wall time `one_s` of which `one_work_s`
+    was work that grows with the calls (the judge times its parts); with `many`
+    ((m, seconds) of one pair of m calls), on the line through the two pairs."""
     if n <= 1:
-        return one
-    if many is None or many[0] <= 1:
-        return n * one
-    m, seconds = many
-    per_call = max((seconds - one) / (m - 1), 0.0)
-    return one + per_call * (n - 1)
+        return one_s
+    if many is not None and many[0] > 1:
+        per_call = max((many[1] - one_s) / (many[0] - 1), 0.0)
+    else:
+        per_call = min(max(one_work_s, 0.0), one_s)
+    return one_s + per_call * (n - 1)

@@ -55,8 +55,10 @@ from .task import Judge, TaskFailed
 _perf = time.perf_counter
 TRACE = bool(os.environ.get("KBENCH_TIMING_TRACE"))  # one line per batch in the task's log
 EMPTY_BATCHES = 11
-EMPTY_MIN = 5  # empty batches after the import, at least, when the budget is short
-WARM_PAIRS = 3  # pairs of single calls in the warm-up, where the budget has room (the first is not used)
+EMPTY_MIN = 3  # empty batches after the import, at least, when the budget is short (11 stand before it)
+WARM_PAIRS = 2  # pairs of single calls in the warm-up, where the budget has room (the first is not used;
+# the check has called the candidate on these shapes already)
+WARM_SHARE_OF_BUDGET = 0.1  # and warmup_s, or this share of the budget if less
 TARGET_S = {"cuda": 0.010, "cpu": 0.020}  # a batch's length, before the fixed cost's 50x
 FIXED_SHARE = 0.02  # the fixed cost of a batch is at most this share of it
 MAX_CALLS = 4096  # calls per batch (copies of the inputs, outputs kept)
@@ -171,6 +173,8 @@ class Timer:
         self.locator = Locator(judge.device)
         self.sched = _scheduling()  # the judge's own, as it started timing
         self.cotenant_s = self.ref_wall_s = 0.0  # the candidate's CPU beside the reference's batches, and their wall
+        self.one_s = self.one_work_s = 0.0  # a pair of single calls: its wall time, and the part that grows with calls
+        self.many: tuple[int, float] | None = None  # (calls, wall seconds) of the pair of WARM_CALLS, where it ran
 
     # -- fixed costs ------------------------------------------------------------
     def _fixed_costs(self) -> None:
@@ -250,7 +254,9 @@ class Timer:
         streams start on that write runs unseen), the reference after it, on the
         judge's own copies of the values (nothing the candidate writes reaches it).
         Nothing is kept here."""
+        t0 = _perf()
         self._refresh(n)
+        work = _perf() - t0  # what grows with the calls: drawing, reading, comparing, the calls
         self._flush()
         # Work of the candidate's on the GPU now ran while it was stopped: a stream that
         # waited for its inputs to be written. The pair is measured again (another
@@ -258,7 +264,9 @@ class Timer:
         busy_before = self.j.drain.wait(busy_above_s=BEFORE_BATCH_BUSY_S) if self.cuda else 0.0
         sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
         self.j.note_threads(reply)
+        t0 = _perf()
         outs = self.graph_outs if graph else self._read_calls(reply, n)
+        work += _perf() - t0
         # The candidate's bookkeeping per call, done here too (and thrown away), with a
         # batch kept from one pair to the next as the candidate keeps its: each batch frees
         # the last one's outputs as it starts, on both sides.
@@ -274,13 +282,13 @@ class Timer:
         if self.baseline is not None:
             self._flush()
             base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
-        self._compare(outs, ref_batch.outs, n)
+        work += self._compare(outs, ref_batch.outs, n) + sol_s + ref[0]
         self.checked += 1
         if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
             self.j.flags.add(Flag.INPUT_MUTATION)
         self.result.last_inputs = self.ref_copies[n - 1]
         sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
-        return Pair(n, ref, sol, base, outs, busy_before)
+        return Pair(n, ref, sol, base, outs, busy_before, work)
 
     def _settled_pair(self, n: int, graph: bool) -> "Pair":
         """A pair whose candidate batch took the judge longer than its own events explain
@@ -384,16 +392,21 @@ class Timer:
             _refuse_shared_memory(descs, segs)
         return [self.j.read({"out": desc, "segs": segs}, settled=True) for desc in descs]
 
-    def _compare(self, sol_outs: list, ref_outs: list, n: int) -> None:
+    def _compare(self, sol_outs: list, ref_outs: list, n: int) -> float:
         """Every call's output against the reference's on the same values (relative L2),
-        and one call, picked now, in full."""
+        and one call, picked now, in full. Returns the seconds of the first, which grow
+        with the calls (the second does not: stopping.pair_cost)."""
         bound = self.j.timed_bound()
-        errors = check.batch_rel_l2(sol_outs, ref_outs)
+        # One call: the full comparison below is its relative L2 and more.
+        t0 = _perf()
+        errors = check.batch_rel_l2(sol_outs, ref_outs) if n > 1 else []
+        per_calls_s = _perf() - t0
         for i, err in enumerate(errors):
             if not err <= bound:  # NaN fails
                 self._full(sol_outs[i], ref_outs[i], i, n, bound)  # the full comparison says why (or passes NaN twins)
         pick = self.rng.randrange(n)
         self._full(sol_outs[pick], ref_outs[pick], pick, n, bound)
+        return per_calls_s
 
     def _full(self, sol: Any, ref: Any, i: int, n: int, bound: float) -> None:
         try:
@@ -462,11 +475,19 @@ class Timer:
         try:
             warm = self._warm_up()
             per_call = self._per_call_estimate()
-            n, graph = self._within_budget(self._plan(min(per_call), max(per_call))), False
-            if n > 1:
+            planned, graph = self._plan(min(per_call), max(per_call)), False
+            wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode == "auto" and
+                                                                min(per_call) * 1e3 < self.cfg.graph_below_ms))
+            m = self.many[0] if self.many else 0
+            if not wants and m and planned <= 2 * m:
+                # The estimate's batch is long enough (its fixed cost at most twice the planned
+                # share), and no longer than its own plan allowed (m came from the single calls'
+                # times, which are no shorter): its loan is bound and warm and its outputs were
+                # read apart, so its calls are the batch and no pair goes to trying them. Also
+                # where the budget is spent: the one sample taken then is better of m calls.
+                n = m
+            elif (n := self._within_budget(planned)) > 1:
                 self._bind(n)
-                wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode == "auto" and
-                                                                    min(per_call) * 1e3 < self.cfg.graph_below_ms))
                 n, why = self._try_graphs(n) if wants else (n, None)
                 graph = wants and why is None
                 if why:
@@ -497,9 +518,9 @@ class Timer:
         return r
 
     def _warm_up(self) -> list["Pair"]:
-        """Pairs of single calls until the candidate has run WARM_PAIRS and 2 x warmup_s
-        has passed (first calls may autotune, allocate, load modules), as far as the
-        budget has room for them: a pair of slow calls may be all it holds. Returns the
+        """Pairs of single calls until the candidate has run WARM_PAIRS and warmup_s has
+        passed (first calls may autotune, allocate, load modules; the check has run a
+        few on these shapes already), as far as the budget has room for them: a pair of slow calls may be all it holds. Returns the
         pairs; self.one_s is what one such pair costs the judge."""
         self.warm = PairResult(Side(), Side(), "", self.result.clock, 1, 0.0, 0.0)
         pairs: list[Pair] = []
@@ -513,7 +534,9 @@ class Timer:
             self._keep(p, self.warm)
             self.out_bytes = self.result.out_bytes = shapes.nbytes(p.outs[0])
             self.one_s = max(walls[1:] or walls)  # the first pair also met new memory
-            if len(pairs) >= 1000 or (len(pairs) >= WARM_PAIRS and _perf() - t0 >= 2 * self.cfg.warmup_s):
+            self.one_work_s = max(q.work_s for q in (pairs[1:] or pairs))
+            warm_s = min(self.cfg.warmup_s, WARM_SHARE_OF_BUDGET * self.budget.seconds)
+            if len(pairs) >= 1000 or (len(pairs) >= WARM_PAIRS and _perf() - t0 >= warm_s):
                 return pairs
             if not self.budget.fits(self.one_s):
                 return pairs
@@ -524,9 +547,8 @@ class Timer:
         single call's time is mostly, for calls of microseconds) does not count. Without
         room in the budget for that batch, the single calls' times."""
         one = [stats.median(s.ms[1:] or s.ms) / 1e3 for s in (self.warm.ref, self.warm.sol)]
-        self.many: tuple[int, float] | None = None  # (calls, seconds) of the pair of WARM_CALLS
         n = min(WARM_CALLS, self._plan(min(one), max(one)))
-        if n < 2 or not self.budget.fits(stopping.pair_cost(n, self.one_s, None)):
+        if n < 2 or not self.budget.fits(self._pair_s(n)):
             return one
         self._bind(n)
         s0 = _perf()
@@ -540,7 +562,7 @@ class Timer:
 
     def _pair_s(self, n: int) -> float:
         """What a pair of n-call batches is expected to cost the judge."""
-        return stopping.pair_cost(n, self.one_s, self.many)
+        return stopping.pair_cost(n, self.one_s, self.one_work_s, self.many)
 
     def _within_budget(self, n: int) -> int:
         """n calls a batch, or fewer where the budget has no room for two such pairs (one
@@ -578,7 +600,11 @@ class Timer:
                 r.stop_reason = stopping.BUDGET
                 break
             s0 = _perf()
-            self._keep(self._settled_pair(n, graph))
+            try:
+                self._keep(self._settled_pair(n, graph))
+            except _SharedMemory as e:  # these calls were read apart when tried: not one buffer by design
+                raise TaskFailed(Status.INCORRECT, f"output of a timed call is another call's: {e.message[:200]}; "
+                                 "the same calls were read apart before (a replay?)") from None
             recent = (recent + [_perf() - s0])[-3:]
             cost = max(recent)
             sides = [r.ref.ms, r.sol.ms] + ([r.baseline.ms] if r.baseline else [])
@@ -649,6 +675,7 @@ class Pair:
     base: tuple | None
     outs: list  # the candidate's outputs as read
     busy_before: float = 0.0  # seconds the GPU was busy between writing the inputs and the batch
+    work_s: float = 0.0  # the judge's seconds in what grows with the calls (stopping.pair_cost)
 
 
 class _SharedMemory(TaskFailed):

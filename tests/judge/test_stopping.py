@@ -51,7 +51,7 @@ def test_fixed_costs_take_their_minimum_then_their_share_of_the_budget():
     clock = FakeClock()
     budget = stopping.Budget(1.0, clock)
     assert not budget.fixed_costs_done(0, 5, 11, each_s=0.05)
-    clock.now += 0.3  # the first empty batches took long (a loaded host)
+    clock.now += 0.3  # the first empty batches took long (a loaded host): past 5% of the budget
     assert not budget.fixed_costs_done(4, 5, 11, each_s=0.05)  # the minimum comes first
     assert budget.fixed_costs_done(5, 5, 11, each_s=0.05)
     fresh = stopping.Budget(10.0, FakeClock())
@@ -59,9 +59,11 @@ def test_fixed_costs_take_their_minimum_then_their_share_of_the_budget():
     assert fresh.fixed_costs_done(11, 5, 11, each_s=0.001)
 
 
-def test_a_pairs_cost_grows_on_the_line_through_one_call_and_many():
-    assert stopping.pair_cost(1, 0.05, None) == 0.05
-    assert stopping.pair_cost(8, 0.05, None) == pytest.approx(0.4)  # no second point: n times one
-    # 1 call: 50 ms (mostly fixed work), 16 calls: 80 ms -> 2 ms a call
-    assert stopping.pair_cost(101, 0.05, (16, 0.08)) == pytest.approx(0.05 + 0.002 * 100)
-    assert stopping.pair_cost(4, 0.05, (16, 0.01)) == 0.05  # a faster many-call pair: never below one
+def test_a_pairs_cost_grows_with_its_calls_from_one_call_or_on_the_line_through_two():
+    assert stopping.pair_cost(1, 0.05, 0.01) == 0.05
+    # one call: 50 ms, of which 10 ms grew with the call (drawing, both calls, reading, comparing)
+    assert stopping.pair_cost(8, 0.05, 0.01) == pytest.approx(0.05 + 7 * 0.01)
+    assert stopping.pair_cost(8, 0.05, 0.2) == pytest.approx(8 * 0.05)  # never more per call than the whole pair
+    # 1 call: 50 ms, 16 calls: 80 ms -> 2 ms a call
+    assert stopping.pair_cost(101, 0.05, 0.01, (16, 0.08)) == pytest.approx(0.05 + 0.002 * 100)
+    assert stopping.pair_cost(4, 0.05, 0.01, (16, 0.01)) == 0.05  # a faster many-call pair: never below one
