@@ -30,6 +30,9 @@ MIN_SAMPLING_S = 0.25
 # The share of the budget the fixed costs (empty batches) may take before the minimum
 # of them is enough.
 FIXED_SHARE_OF_BUDGET = 0.05
+# Sampling takes one pair whatever the budget: that pair may be planned to end this far
+# past the budget (a task's timing may end at most a second past it).
+GRACE_S = 0.5
 
 # stop_reason in results.json
 CONVERGED = "converged"  # the speedup's interval reached the target

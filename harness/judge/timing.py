@@ -483,9 +483,11 @@ class Timer:
                 # The estimate's batch is long enough (its fixed cost at most twice the planned
                 # share), and no longer than its own plan allowed (m came from the single calls'
                 # times, which are no shorter): its loan is bound and warm and its outputs were
-                # read apart, so its calls are the batch and no pair goes to trying them. Also
-                # where the budget is spent: the one sample taken then is better of m calls.
-                n = m
+                # read apart, so its calls (or its first n, where the budget is short) are the
+                # batch and no pair goes to trying them.
+                n = self._within_grace(m)
+                if n == 1 and not self.cuda:
+                    self._keep_warm(warm)
             elif (n := self._within_budget(planned)) > 1:
                 self._bind(n)
                 n, why = self._try_graphs(n) if wants else (n, None)
@@ -495,11 +497,7 @@ class Timer:
                 if not graph:
                     n = self._eager_calls(n)
             elif not self.cuda:
-                # On the CPU the warm-up's pairs were measured as samples are (one call a
-                # batch, fresh inputs, cold caches, every output compared): samples, but for
-                # the first (its process met the loan's memory first), unless it is all there is.
-                for p in warm[1:] or warm:
-                    self._keep(p)
+                self._keep_warm(warm)
             r.calls, r.clock = n, ("cuda_graph" if graph else "cuda_burst") if self.cuda else "cpu_clock"
             self._sample(n, graph)
         finally:
@@ -559,6 +557,21 @@ class Timer:
         self.many = (n, _perf() - s0)
         whole = [p.ref[0] - self.ref_fixed_s, p.sol[0] - self.fixed_s]  # the batch of n calls, s
         return [max((t - o) / (n - 1), 1e-7) for t, o in zip(whole, one)]
+
+    def _keep_warm(self, warm: list["Pair"]) -> None:
+        """On the CPU the warm-up's pairs were measured as samples are (one call a batch,
+        fresh inputs, cold caches, every output compared): samples, but for the first (its
+        process met the loan's memory first), unless it is all there is."""
+        for p in warm[1:] or warm:
+            self._keep(p)
+
+    def _within_grace(self, m: int) -> int:
+        """Calls of the first sample's batch, at most m: sampling takes one pair whatever
+        the budget says, so it may end past the budget by at most stopping.GRACE_S."""
+        n = m
+        while n > 1 and not self.budget.fits(self._pair_s(n) - stopping.GRACE_S):
+            n //= 2
+        return n
 
     def _pair_s(self, n: int) -> float:
         """What a pair of n-call batches is expected to cost the judge."""
