@@ -219,9 +219,6 @@ def main(spawned: Spawned) -> None:
         out.flush()
 
     remote = Remote(spawned=spawned)
-    # numpy loads numpy.ma at the first quantile (0.11 s on the 2-core CI host, 2026-11-27):
-    # while waiting for the task, not inside its timing budget.
-    stats.quantile([0.0, 1.0], 0.25)
     line = sys.stdin.readline().strip()
     while line == PREPARE_LINE:
         _prepare_device(remote)
