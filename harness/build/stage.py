@@ -263,7 +263,8 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
     log_path = _record_path(ext_dir, LOG_SUFFIX)
-    log_path.unlink(missing_ok=True)
+    for stale in (log_path, _record_path(ext_dir, ".json")):  # an earlier build's: this one replaces it or none
+        stale.unlink(missing_ok=True)
     outcome = child.finish(log_path, cfg.timeout, stop=lambda: _import_goes_on(child))
     events = [m for m in outcome.messages if isinstance(m.get("compile"), str)]
     wants: list[dict] = []
