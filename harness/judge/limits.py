@@ -74,10 +74,8 @@ HANG_BUILD_S = _seconds("KBENCH_HANG_BUILD_S", 300.0)
 # 32 s of wall time beside 60 builds (4 x H100, 2026-11-27), past the 30 s floor. It runs
 # on while its CPU time (its threads' and its children's) grows by at least this share
 # of a core between two looks, until it has used its limit in CPU seconds, within
-# HANG_BUILD_S. A sleep, a lock or a wait on the GPU that yields uses none of it; a
-# compile niced below busy neighbours still gets more: a duty-cycled process at nice 5
-# beside three busy ones on 2 cores read under a tenth of a core over 2 s (2026-11-27).
-PROGRESS_SHARE = 0.02
+# HANG_BUILD_S. A sleep, a lock or a wait on the GPU that yields uses none of it.
+PROGRESS_SHARE = 0.1
 # Requests that run no forward (ping, bind, output): the candidate answers at
 # once, save for copying a large output back (the reference, writing the same
 # output, bounds that through the factor).
