@@ -39,22 +39,23 @@ from . import shim
 
 MAX_ENTRIES = 2000  # ~0.3-1 MB each
 WANTS = "kbench-object-wants"  # the notes' folder in a build's scratch
+HOST_WANTS = "kbench-nvcc-host-wants"  # notes of nvcc host compiles without a precompiled prefix
 _KEY = re.compile(r"[0-9a-f]{32}")
 
 
 # ---- the build process's side: its environment -----------------------------------
 
-def shim_folder(store: Path) -> Path | None:
-    """A folder holding `c++` (shim.py run by this Python), made by kbench beside the
-    store where no build may write; None when it cannot be made."""
-    folder = store / "bin"
+def shim_folder(store: Path, role: str) -> Path | None:
+    """A folder holding one stand-in, `c++` or `gcc` (shim.py run by this Python), made
+    by kbench beside the store where no build may write; None when it cannot be made."""
+    folder = store / "bin" / role.replace("+", "x")
     script = (f'#!/bin/sh\n# kbench: harness/build/shim.py says what this is\nexec "{sys.executable}" -S '
-              f'"{Path(shim.__file__).resolve()}" "$@"\n')
-    target = folder / "c++"
+              f'"{Path(shim.__file__).resolve()}" {role} "$@"\n')
+    target = folder / role
     try:
         if not target.is_file() or target.read_text() != script:
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".c++.{os.getpid()}"
+            tmp = folder / f".{role}.{os.getpid()}"
             tmp.write_text(script)
             tmp.chmod(0o755)
             os.replace(tmp, target)
@@ -64,17 +65,22 @@ def shim_folder(store: Path) -> Path | None:
 
 
 def build_env(store: Path, scratch: Path, env: dict) -> dict:
-    """What a build process's environment gains for reuse: the shim first on PATH, the
-    store, where notes go, and the compiler torch would have run. Nothing where torch
-    would not run `c++` (CXX set) or where it is not found."""
-    if env.get("CXX"):
+    """What a build process's environment gains: the stand-ins first on PATH (c++ where
+    torch would run `c++`, i.e. CXX unset; gcc, nvcc's host compiler), the compilers
+    they stand for, the store, and where notes of misses go. Nothing for a compiler
+    that is not found."""
+    found = {}
+    for role, variable in (("c++", "KBENCH_REAL_CXX"), ("gcc", "KBENCH_REAL_GCC")):
+        real = shutil.which(role, path=env.get("PATH"))
+        if real and not (role == "c++" and env.get("CXX")):
+            folder = shim_folder(store, role)
+            if folder is not None:
+                found[variable] = (real, folder)
+    if not found:
         return {}
-    real = shutil.which("c++", path=env.get("PATH"))
-    folder = shim_folder(store) if real else None
-    if folder is None:
-        return {}
-    return {"PATH": os.pathsep.join([str(folder), env.get("PATH", "")]), "KBENCH_REAL_CXX": real,
-            "KBENCH_OBJECTS_DIR": str(store), "KBENCH_OBJECT_WANTS": str(scratch / WANTS)}
+    path = os.pathsep.join([*(str(folder) for _, folder in found.values()), env.get("PATH", "")])
+    return {"PATH": path, **{v: real for v, (real, _) in found.items()}, "KBENCH_OBJECTS_DIR": str(store),
+            "KBENCH_OBJECT_WANTS": str(scratch / WANTS), "KBENCH_NVCC_HOST_WANTS": str(scratch / HOST_WANTS)}
 
 
 # ---- the parent's side: which misses to compile ------------------------------------

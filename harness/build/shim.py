@@ -1,11 +1,15 @@
-"""kbench's stand-in for torch's C++ compiler in a build process: a compile whose object
-kbench's object store holds is not compiled again.
+"""kbench's stand-ins for the compilers a build process runs: `c++` (torch's C++
+compiler) and `gcc` (nvcc's host compiler). A compile whose object kbench's store holds
+is not compiled again, and nvcc's host compile reads torch's headers from a precompiled
+prefix where kbench made one.
 
-Runs as `c++ ARGS...` under torch's ninja, inside the build's sandbox, started by
-harness/build/shims/c++ (first on a build process's PATH, so torch's build.ninja, which
-says `cxx = c++`, is unchanged and the candidate's loader finds the build up to date).
-The standard library only, and run as a script: it starts for every compiler call torch
-makes (versions, the link), so it must start fast.
+Run as `shim.py c++|gcc ARGS...` by the scripts objects.shim_folder makes, which are first
+on a build process's PATH: torch's build.ninja (`cxx = c++`, nvcc by its full path) is
+unchanged, so the candidate's loader finds the build up to date. Inside the build's
+sandbox; the standard library only, and run as a script: it starts for every compiler
+call (versions, the link, nvcc's preprocessing), so it must start fast.
+
+c++:
 
 - A compile in torch's form (`-MMD -MF DEP FLAGS -c SRC -o OUT`) is looked up in the store
   (KBENCH_OBJECTS_DIR) by key(): the compiler's own description, the exact flags, the
@@ -16,6 +20,15 @@ makes (versions, the link), so it must start fast.
   leaves a note in the build's scratch folder (KBENCH_OBJECT_WANTS); kbench's parent reads
   it after the build and may compile that source itself and publish it (objects.py).
 
+gcc, for nvcc's host compile of cudafe++'s output (X.cudafe1.cpp: torch's headers as
+cudafe++ rewrote them, then the solution's code): where kbench made a precompiled
+prefix for these flags (host_pch.py) and the file starts with exactly that prefix, once
+its anonymous namespaces are given the prefix's name (cudafe++ names them after a module
+id that differs with each build's folder, so no two builds agree on it anyway), the
+prefix is replaced by an #include of it, found precompiled. Should that compile fail,
+the file is restored and compiled as nvcc wrote it, and only that compile's output is
+seen. A miss leaves a note with nvcc's command line (KBENCH_NVCC_HOST_WANTS).
+
 This code reads the store and never writes it: a build process runs solution code.
 """
 from __future__ import annotations
@@ -23,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -143,11 +157,123 @@ def note_miss(folder: str, key_: str, compile_: Compile, compiler: str, env: dic
         pass  # a note is an optimization for later builds
 
 
-def main(argv: list[str]) -> None:
-    real = os.environ.get("KBENCH_REAL_CXX") or ""
+# ---- gcc: nvcc's host compile ---------------------------------------------------------
+HOST_SUFFIX = ".cudafe1.cpp"
+_HOST_VALUES = ("-o", "-x", "-isystem", "-include", "-imacros", "-idirafter", "-iquote", "-MF", "-MT", "-MQ")
+_ANON = re.compile(rb"(?<![A-Za-z0-9_])_GLOBAL__N__(\w+)")
+
+
+def parse_host(args: list[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(input, normalized arguments) for nvcc's host compile (`-c -x c++ ... X.cudafe1.cpp
+    -o OUT`), else None."""
+    if args.count("-c") != 1 or args.count("-o") != 1 or "-x" not in args or args[args.index("-x") + 1] != "c++":
+        return None
+    inputs = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in _HOST_VALUES)]
+    if len(inputs) != 1 or not inputs[0].endswith(HOST_SUFFIX) or any(a.startswith("@") for a in args):
+        return None
+    out = args.index("-o") + 1
+    normalized = tuple("@OUT@" if i == out else "@SRC@" if a == inputs[0] else a for i, a in enumerate(args))
+    return inputs[0], normalized
+
+
+def host_key(description: str, normalized: tuple[str, ...], env: dict) -> str:
+    h = hashlib.sha256()
+    for part in (SALT, "nvcc-host", description, *normalized, *(f"{k}={env.get(k, '')}" for k in GCC_ENV)):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def with_prefix(text: bytes, prefix_id: bytes, prefix_len: int, prefix_sha: str, include: str) -> bytes | None:
+    """The file with its prefix replaced by `#include "INCLUDE"` (line 1, cudafe++'s
+    line marker for the .cu, stays first), its anonymous namespaces renamed to the
+    prefix's; None unless what follows line 1 starts with exactly the prefix."""
+    found = _ANON.search(text)
+    if found and found.group(1) != prefix_id:
+        if re.search(rb"(?<![A-Za-z0-9_])_GLOBAL__N__" + re.escape(prefix_id) + rb"(?![A-Za-z0-9_])", text):
+            return None  # the prefix's name is taken: renaming would merge two namespaces
+        text = re.sub(rb"(?<![A-Za-z0-9_])_GLOBAL__N__" + re.escape(found.group(1)) + rb"(?![A-Za-z0-9_])",
+                      b"_GLOBAL__N__" + prefix_id, text)
+    start = text.find(b"\n") + 1
+    if start == 0 or hashlib.sha256(text[start:start + prefix_len]).hexdigest() != prefix_sha:
+        return None
+    return text[:start] + f'#include "{include}"\n'.encode() + text[start + prefix_len:]
+
+
+def nvcc_command() -> list[str] | None:
+    """The command line of the nvcc that runs this gcc (an ancestor process)."""
+    pid = os.getppid()
+    for _ in range(4):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        if argv and os.path.basename(argv[0].decode(errors="replace")) == "nvcc":
+            return [a.decode(errors="replace") for a in argv]
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return None
+
+
+def host_compile(real: str, argv: list[str]) -> None:
+    """nvcc's host compile through a precompiled prefix, when one fits; returns when it
+    did not run (the caller runs the compile as nvcc wrote it)."""
+    parsed = parse_host(argv)
+    store = os.environ.get("KBENCH_OBJECTS_DIR")
+    if parsed is None or not store or any(k in os.environ for k in _SECOND_DEPFILE):
+        return
+    source, normalized = parsed
+    try:
+        key_ = host_key(describe(real), normalized, dict(os.environ))
+        folder = Path(store) / "nvcc-host" / key_
+        entries = sorted(folder.glob("*/manifest.json"))
+        if not entries:
+            if os.environ.get("KBENCH_NVCC_HOST_WANTS"):
+                note_host_miss(os.environ["KBENCH_NVCC_HOST_WANTS"], key_, argv)
+            return
+        with open(source, "rb") as f:
+            original = f.read()
+        for manifest_path in entries:
+            manifest = json.loads(manifest_path.read_text())
+            include = manifest_path.parent / "prefix.h"
+            text = with_prefix(original, manifest["module_id"].encode(), manifest["prefix_bytes"], manifest["sha256"],
+                               str(include))
+            if text is None:
+                continue
+            with open(source, "wb") as f:
+                f.write(text)
+            done = subprocess.run([real, *argv], capture_output=True)
+            if done.returncode == 0:
+                sys.stdout.buffer.write(done.stdout)
+                sys.stderr.buffer.write(done.stderr)
+                sys.exit(0)
+            with open(source, "wb") as f:  # as nvcc wrote it: the compile below is today's
+                f.write(original)
+            return
+    except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError):
+        return
+
+
+def note_host_miss(folder: str, key_: str, argv: list[str]) -> None:
+    nvcc = nvcc_command()
+    if nvcc is None:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"{key_}.json"), "w") as f:
+            json.dump({"key": key_, "host_args": argv, "nvcc": nvcc,
+                       "env": {k: os.environ[k] for k in GCC_ENV if k in os.environ}}, f)
+    except OSError:
+        pass
+
+
+def main(role: str, argv: list[str]) -> None:
+    real = os.environ.get({"c++": "KBENCH_REAL_CXX", "gcc": "KBENCH_REAL_GCC"}.get(role, ""), "")
     if not real:
-        print("kbench c++ stand-in: KBENCH_REAL_CXX is not set", file=sys.stderr)
+        print(f"kbench {role} stand-in: the real compiler is not set", file=sys.stderr)
         sys.exit(127)
+    if role == "gcc":
+        host_compile(real, argv)
+        os.execv(real, [real, *argv])
     compile_ = parse(argv)
     store = os.environ.get("KBENCH_OBJECTS_DIR")
     if compile_ is not None and store and not any(k in os.environ for k in _SECOND_DEPFILE):
@@ -167,4 +293,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1], sys.argv[2:])

@@ -12,10 +12,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from harness.build import objects, shim
 from harness.build import stage as build
 from harness.records import Task
@@ -45,7 +47,7 @@ def compile_in(folder: Path, store: Path, args: list[str], extra_env: dict | Non
     """`c++ ARGS` as torch's ninja runs it in a build process kbench set up."""
     env = {**os.environ, **(extra_env or {})}
     env.update(objects.build_env(store, folder.parent.parent / "tmp", env))
-    assert env["PATH"].startswith(str(store / "bin"))
+    assert env["PATH"].startswith(str(store / "bin" / "cxx"))
     return subprocess.run(["c++", *args], cwd=folder, env=env, capture_output=True, text=True)
 
 
@@ -205,6 +207,47 @@ def test_a_key_is_published_at_its_second_miss_and_then_never_again(tmp_path, mo
     assert build.objects_folder(cfg) is None
 
 
-def test_no_reuse_where_torch_would_not_run_cpp(tmp_path):
-    assert objects.build_env(tmp_path / "objects", tmp_path, {**os.environ, "CXX": "clang++"}) == {}
+def test_no_stand_in_where_torch_would_not_run_cpp_or_no_compiler_is_found(tmp_path):
+    env = objects.build_env(tmp_path / "objects", tmp_path, {**os.environ, "CXX": "clang++"})
+    assert "KBENCH_REAL_CXX" not in env and str(tmp_path / "objects" / "bin" / "cxx") not in env.get("PATH", "")
     assert objects.build_env(tmp_path / "objects", tmp_path, {**os.environ, "PATH": str(tmp_path)}) == {}
+
+
+# ---- end to end with torch's real header, in the build sandbox (slow) ----------------
+
+slow = pytest.mark.skipif(os.environ.get("KBENCH_SLOW_TESTS") != "1",
+                          reason="compiles torch's headers for minutes: set KBENCH_SLOW_TESTS=1")
+CPP_OK = ROOT / "tests" / "fixtures" / "cpu" / "solutions" / "basic" / "level1" / "1_AddReLU" / "cpp_ok.py"
+
+
+@slow
+def test_samples_sharing_a_host_file_build_it_once_more_then_reuse_kbenchs_object(tmp_path, monkeypatch):
+    """Three samples whose load_inline host file is the same (no TORCH_CHECK: its __FILE__
+    would name each build's folder): the first two compile it, kbench then compiles and
+    publishes it, the third copies that object, and the build loads and computes."""
+    text = CPP_OK.read_text().replace('    TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "inputs must be contiguous");\n', "")
+    tasks = []
+    for i in range(3):
+        f = tmp_path / "solutions" / f"s{i}.py"
+        f.parent.mkdir(exist_ok=True)
+        f.write_text(f"# sample {i}\n" + text)
+        tasks.append(Task("p", "p", "s", str(f)))
+    monkeypatch.delenv("KBENCH_OBJECTS", raising=False)
+    cfg = build.BuildConfig("cpu", "", tmp_path / "cache" / "builds", 1, 600.0, precompiled_headers=False)
+    results = build.build_all(tasks, cfg)
+    assert all(r.ok for r in results.values()), [r.message for r in results.values()]
+    store = build.objects_folder(cfg)
+    entries = [p for p in store.iterdir() if (p / "manifest.json").is_file()]
+    assert len(entries) == 1, (list(store.iterdir()), [p.read_text() for p in (store / "logs").glob("*.log")])
+    objs = [next(Path(results[t.key].ext_dir).rglob("main.o")).read_bytes() for t in tasks]
+    assert objs[0] == objs[1] == objs[2] == (entries[0] / "object.o").read_bytes()
+    third = Path(results[tasks[2].key].ext_dir).parent
+    assert not list((third / "tmp" / objects.WANTS).glob("*.json"))  # the third compiled nothing
+    # As the candidate loads it: torch's loader finds the build up to date and it computes.
+    probe = ("import sys, torch; sys.path.insert(0, %r); from harness.build import load;"
+             "m = load.import_file(%r, 'kb'); x = torch.randn(64); y = torch.randn(64);"
+             "print(bool(torch.equal(m.ModelNew()(x, y), torch.relu(x + y - 1))))") % (str(ROOT), tasks[2].solution_path)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={**os.environ, "TORCH_EXTENSIONS_DIR": results[tasks[2].key].ext_dir})
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
+    assert build.intact(results[tasks[2].key].ext_dir)  # nothing rebuilt at load
