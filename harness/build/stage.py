@@ -213,6 +213,7 @@ def publish_object(store: Path, want: dict, cfg: BuildConfig) -> None:
         env["KBENCH_PCH_DIR"] = str(root)
     run_child(["-m", "harness.build.objects", str(store), str(path)], store / "logs" / f"{want['key']}.log",
               cfg.timeout, env=child_env(env))
+    path.unlink(missing_ok=True)
 
 
 def _schedule_host_pch(queue: BuildQueue, store: Path | None, want: dict, cfg: BuildConfig) -> None:
@@ -239,6 +240,7 @@ def make_host_pch(store: Path, want: dict, cfg: BuildConfig) -> None:
         env["KBENCH_PCH_DIR"] = str(root)
     run_child(["-m", "harness.build.host_pch", str(store), str(path)], store / "logs" / f"nvcc-host-{want['key']}.log",
               max(cfg.timeout, 900.0), env=child_env(env))
+    path.unlink(missing_ok=True)
 
 
 # ---- precompiled headers (harness/build/pch.py) ---------------------------------------
