@@ -175,9 +175,10 @@ def _folder_options(f):
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference (faster; tolerances fall back to fixed floors).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--time-budget", type=Seconds(), default=10.0, show_default=True, help="Seconds of timing per task at most.")
-@click.option("--timing-mode", type=click.Choice(["auto", "events", "graph"]), default="auto", show_default=True,
-              help="How GPU calls are timed: CUDA events per call, or calls captured in a CUDA graph with events inside "
-                   "(no launch gaps); auto uses graphs when a side runs under 50 us.")
+@click.option("--timing-mode", type=click.Choice(["auto", "hold", "events", "graph"]), default="auto", show_default=True,
+              help="How GPU calls are timed: hold (a batch queued behind a hold that the judge releases, so its clock "
+                   "holds the device's time), events (eager batches back to back), graph (a CUDA graph's replay); auto "
+                   "holds where the forward queues, else graphs for calls under 50 us, else eager batches.")
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
               help="Comma-separated flags that fail the gate, or 'none'.")
 @click.option("--min-speedup", type=FiniteFloat(0, inclusive=False),

@@ -30,6 +30,8 @@ _perf = time.perf_counter
 BUILD_POLL_S = 2.0
 # How often a first call samples whether the GPU is busy (BusyRule).
 BUSY_POLL_S = 0.5
+# How often a request with a `watch` calls it while its reply is out (a held batch's queueing).
+WATCH_POLL_S = 0.002
 # How long a timed request's reply is waited for by polling without sleeping, at most
 # (a GPU host has cores to spare; a longer batch meets the scheduler's wake-up once).
 SPIN_S = 0.25
@@ -91,7 +93,7 @@ class Remote:
 
     def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
                 build_s: float | None = None, busy: BusyRule | None = None,
-                spin: bool = False) -> tuple[dict, list[bytes]]:
+                spin: bool = False, watch: Callable[[], None] | None = None) -> tuple[dict, list[bytes]]:
         """Send one request, wait for its reply; the wall time is in last_wall_s.
         Past `limit_s` seconds (the judge's clock, from the send) the candidate is
         killed and CandidateHung raised: no reply, however it trickles in, moves that.
@@ -101,7 +103,8 @@ class Remote:
         hung sooner while the GPU is busy without a pause (BusyRule). The candidate
         is continued first and stopped again (signalled, not waited for: see
         wait_stopped) once its reply is in. With `spin`, the reply is waited for by
-        polling without sleeping (a timed request: no wake-up in its measure)."""
+        polling without sleeping (a timed request: no wake-up in its measure). `watch`
+        is called every WATCH_POLL_S while the reply is out (it may act, not decide)."""
         self.freezer.thaw()
         t0 = _perf()
         try:
@@ -112,7 +115,7 @@ class Remote:
                 channel.send(_Bounded(self.sock, t0 + limit_s), header, fds=list(fds))
                 if spin:
                     self._spin(t0 + min(limit_s, SPIN_S))
-                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s, busy)
+                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s, busy, watch)
                 reply, blobs, extra_fds = channel.recv(_Bounded(self.sock, deadline))
         except TimeoutError as e:
             self.last_wall_s = _perf() - t0
@@ -139,7 +142,7 @@ class Remote:
             pass
 
     def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None,
-                        busy: BusyRule | None = None) -> float:
+                        busy: BusyRule | None = None, watch: Callable[[], None] | None = None) -> float:
         """Wait until the reply starts (or the channel closes); returns the deadline the
         rest of the reply must meet. Nothing is read here, so waiting on is safe."""
         poller = select.poll()
@@ -148,8 +151,13 @@ class Remote:
         while True:
             left = deadline - _perf()
             if left > 0:
-                if poller.poll(math.ceil((left if busy is None else min(left, BUSY_POLL_S)) * 1e3)):
+                wait_s = left if busy is None else min(left, BUSY_POLL_S)
+                if watch is not None:
+                    wait_s = min(wait_s, WATCH_POLL_S)
+                if poller.poll(math.ceil(wait_s * 1e3)):
                     return deadline
+                if watch is not None:
+                    watch()
                 if busy is not None:
                     held = busy.sample()
                     if held is None:

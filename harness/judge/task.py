@@ -108,6 +108,9 @@ class Judge:
         self._drain: Drain | None = None
         self._flush_buf: torch.Tensor | None = None
         self.pre_fixed_s: list[float] = []  # empty timed batches before the solution was imported (timing.py)
+        self.holds = None  # held.Holds: the hold page, lent to the candidate before its import (timing.py)
+        self.hold_unavailable: str | None = None  # why batches cannot be held here
+        self.pre_hold_s: list[float] = []  # empty held batches before the import
 
     # -- plumbing -------------------------------------------------------------
     @contextlib.contextmanager
@@ -216,7 +219,8 @@ class Judge:
                 self.notes.append(note)
 
     def ask(self, header: dict, fds: list[int] = (), when: str = "",
-            limit: limits.Limit | None = None, spin: bool = False) -> tuple[dict, list[bytes]]:
+            limit: limits.Limit | None = None, spin: bool = False,
+            watch: Callable[[], None] | None = None) -> tuple[dict, list[bytes]]:
         """A request to the candidate; its failures become statuses. `limit`: how long
         it may run (requests that run forward pass theirs; the rest run none)."""
         limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
@@ -225,7 +229,7 @@ class Judge:
             busy = BusyRule(limit.busy_after_s, limits.HANG_BUSY_S, self.gpu_busy.busy)
         try:
             reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
-                                               limit.build_s, busy, spin)
+                                               limit.build_s, busy, spin, watch)
         except CandidateHung as e:
             raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s)) from None
         except CandidateGone as e:

@@ -43,8 +43,8 @@ from typing import Any, Callable
 
 import torch
 
-from ..shared import batches, channel, sandbox, stats
-from . import check
+from ..shared import batches, channel, hold, sandbox, stats
+from . import check, held
 from ..discover import shapes
 from ..shared.locate import Locator
 from .read import span_bytes
@@ -67,6 +67,12 @@ MUTATION_EVERY = 5  # compare a lent copy with its values every 5th pair
 # microsecond call; events miss only work outside their stream, or are forged.
 CLAIM_SHARE = 0.15
 CLAIM_BATCH_S = 0.5e-3
+# The same for held batches (clock cuda_hold), where the judge's measure is the device's
+# time: a held batch's events sat within 2% of it on an H100 (bench/hold_probe.md), and
+# what a batch costs beyond its calls varies by tens of us.
+HOLD_CLAIM_SHARE = 0.08
+HOLD_CLAIM_BATCH_S = 0.15e-3
+HOLD_BUSY_S = 0.05  # how long the judge waits for the GPU to go idle around a held batch's input write
 # A reference batch whose wall time (less the fixed cost) exceeds its own events by this share, and
 # this much, met other work on the GPU: measured again, up to CONTENDED_RETRIES times.
 # (Another context's time slice on an H100 is ~2 ms; a batch's fixed cost varies by tens of us.)
@@ -117,6 +123,28 @@ def empty_batches(judge: Judge, n: int = EMPTY_BATCHES) -> list[float]:
         if judge.device.type == "cuda":  # on the CPU the measure is CPU time: waiting costs none
             judge.run_reference_once()
         out.append(measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0])
+    if judge.device.type == "cuda" and judge.holds is None and judge.hold_unavailable is None:
+        try:
+            judge.holds = held.Holds(judge)
+        except hold.HoldUnavailable as e:
+            judge.hold_unavailable = str(e)
+        else:
+            judge.pre_hold_s = empty_holds(judge, n)
+    return out
+
+
+def empty_holds(judge: Judge, n: int = EMPTY_BATCHES) -> list[float]:
+    """Seconds of `n` empty held batches of the candidate's (held.py), each as a held
+    batch is timed: after a reference call, the GPU drained and L2 flushed."""
+    limit = limits.for_other(judge.ref_call_s, "batch")
+    out = []
+    for _ in range(n):
+        judge.run_reference_once()
+        q = judge.holds.queue(0, limit)
+        judge.drain.wait()
+        judge.flush_caches()
+        seconds = judge.holds.release("candidate", q.seq, limit)
+        out.append(seconds + judge.drain.settle())
     return out
 
 
@@ -163,6 +191,8 @@ class Timer:
         self.ref_eager: batches.Eager | None = None
         self.locator = Locator(judge.device)
         self.sched = _scheduling()  # the judge's own, as it started timing
+        self.holding = False  # batches held (held.py) rather than eager or graphs
+        self.call_host_s = 0.0  # the candidate's host time to issue a call, from the warm-up
         self.cotenant_s = self.ref_wall_s = 0.0  # the candidate's CPU beside the reference's batches, and their wall
 
     # -- fixed costs ------------------------------------------------------------
@@ -177,10 +207,31 @@ class Timer:
         empty = batches.Eager(self.j.forward_reference, [])
         self.ref_fixed_s = stats.quantile([self._measure_reference(empty, 0)[0] for _ in range(EMPTY_BATCHES)], 0.25)
         self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
+        self.hold_fixed = None
+        if self.cuda and self.j.holds is not None and self.cfg.mode in ("auto", "hold"):
+            post = stats.quantile(empty_holds(self.j), 0.25)
+            pre = stats.quantile(self.j.pre_hold_s, 0.25) if self.j.pre_hold_s else post
+            limit = limits.for_other(self.j.ref_call_s, "batch")
+            ref = [self.j.holds.reference(empty, 0, limit)[0] for _ in range(EMPTY_BATCHES)]
+            self.hold_fixed = (min(pre, post), stats.quantile(ref, 0.25), (pre, post))
+
+    def _use_holds(self) -> None:
+        """From now on batches are held: their fixed costs are the held batches'."""
+        self.holding = True
+        self.eager_fixed = (self.fixed_s, self.ref_fixed_s, self.fixed_parts)
+        self.fixed_s, self.ref_fixed_s, self.fixed_parts = self.hold_fixed
+        self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
+
+    def _drop_holds(self) -> None:
+        self.holding = False
+        self.fixed_s, self.ref_fixed_s, self.fixed_parts = self.eager_fixed
+        self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
 
     def _measure_reference(self, batch, n: int, log: batches.Log | None = None) -> tuple[float, float | None, float]:
         """(seconds, its events in ms, its host ms) of one reference batch, measured as the
         candidate's are: wall time ended with a drained GPU, or on the CPU this process's CPU time."""
+        if self.holding:
+            return self.j.holds.reference(batch, n, self.limit, log)
         clock = _perf if self.cuda else time.process_time
         t0 = clock()
         ms, host_ms = batches.run_timed(batch, n, self.j.device, log)
@@ -216,6 +267,10 @@ class Timer:
         waits for its inputs to change (cuStreamWaitValue32 on a lent buffer) is woken
         once, right before its batch, and what it runs then is found by the probe that
         follows (Timer._pair), not hidden behind the judge's minutes of drawing."""
+        self._draw(n)
+        self._write_lent(n)
+
+    def _draw(self, n: int) -> None:
         for i in range(n):
             values = self.j.make_inputs(self._next_seed())
             for s, v in zip(self.staging, values):
@@ -225,6 +280,8 @@ class Timer:
                                          f"problem file {self.j.spec['problem_path']}: get_inputs() returns inputs of "
                                          "another shape or dtype for another seed; timing needs the same each time")
                     s[i].copy_(v)
+
+    def _write_lent(self, n: int) -> None:
         for lent, own in zip(self.stacked, self.staging):
             if isinstance(lent, torch.Tensor):
                 lent[:n].copy_(own[:n])
@@ -273,17 +330,107 @@ class Timer:
         sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
         return Pair(n, ref, sol, base, outs, busy_before)
 
+    def _held_pair(self, n: int, keep: bool = True) -> "Pair":
+        """One pair of held batches (held.py) on the same fresh values. The candidate
+        queues its calls first; then, with it frozen and the GPU idle, the judge writes
+        the inputs (work set off by that write, or still running from before, is
+        busy_before, as in _pair), flushes L2, and times the release to the done word,
+        plus any work of the candidate's still on the GPU after it. Its calls cannot
+        have read the inputs before they were written: their outputs are compared."""
+        self._draw(n)
+        q = self.j.holds.queue(n, self.limit, self.call_host_s)
+        if q.stalled_at is not None:
+            self.j.quiesce()  # the calls ran unheld once released: let them finish, unjudged
+            raise held.Stalled("candidate", q.stalled_at)
+        self.j.note_threads(q.reply)
+        # Bounded: work of the candidate's other streams that waits for the held one reads
+        # as a busy GPU until the release (07_untimed_work/side_stream.py: the probe never
+        # came back fast), and such a batch is not a held one (_try_holds).
+        busy_before = self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
+        self._write_lent(n)
+        self.j.sync()
+        busy_before += self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
+        self._flush()
+        seconds = self.j.holds.release("candidate", q.seq, self.limit)
+        late = self.j.drain.settle()
+        if TRACE:
+            print(f"[kbench trace] held candidate n={n}: {seconds * 1e6:.0f} us to done, late {late * 1e6:.0f} us, "
+                  f"busy before {busy_before * 1e6:.0f} us", flush=True)
+        outs = self._read_calls(q.reply, n)
+        claim = self.j.holds.claim(q.seq)
+        if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
+            self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
+        log = batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
+        ref = self._reference_batch(self.ref_eager, n, log, keep)
+        base = None
+        if self.baseline is not None:
+            self._flush()
+            base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
+        self._compare(outs, self.ref_eager.outs, n)
+        self.checked += 1
+        if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
+            self.j.flags.add(Flag.INPUT_MUTATION)
+        self.result.last_inputs = self.ref_copies[n - 1]
+        return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before)
+
+    def _try_holds(self, n: int) -> tuple[int, str | None]:
+        """A held pair of n calls (at most held.MAX_CALLS): (calls a batch, None) when the
+        candidate's calls queue behind the hold and compute the inputs written after it,
+        else (n, why not). A queue that stops at call k > 0 met the driver's queue depth
+        (calls of several kernels) or a synchronize inside a later call: tried again with
+        fewer calls. Once a held batch's time is known, n is planned again."""
+        n = ceiling = min(n, held.MAX_CALLS)
+        for attempt in range(3):
+            self._bind(n)
+            try:
+                # An eager pair first: each side's allocator then holds memory for n outputs. A
+                # held batch that must ask the driver for new memory waits (cudaMalloc waits for
+                # the held stream), and would read as a forward that synchronizes.
+                self._pair(n, graph=False, keep=False)
+                p = self._held_pair(n, keep=False)
+            except _SharedMemory as e:
+                return n, e.message  # _eager_calls finds it again, and times one call a batch
+            except held.Stalled as e:
+                who = "its forward" if e.side == "candidate" else "the reference's forward"
+                if e.at == 0 or attempt == 2:
+                    return n, (f"{who} waits for the GPU (a synchronize or a copy to the host?): a held batch "
+                               f"stopped queueing at call {e.at + 1} of {n}")
+                n = ceiling = max(1, int(0.8 * e.at))
+                continue
+            except TaskFailed as e:
+                if e.status is not Status.INCORRECT:
+                    raise
+                return n, (f"the outputs of held calls do not match the inputs written after the hold (work outside "
+                           f"the held stream, on another stream that does not wait for it?): {e.message[:200]}")
+            if p.busy_before:
+                return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held batch "
+                           "(work on other streams that waits for the held one, or work set off by the write)")
+            per_call = sorted(((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n))
+            again = min(ceiling, self._plan(max(per_call[0], 1e-7), max(per_call[1], 1e-7)))
+            if attempt < 2 and (again > 1.5 * n or 1.5 * again < n):
+                n = again
+                continue
+            return n, None
+        return n, None
+
     def _settled_pair(self, n: int, graph: bool) -> "Pair":
         """A pair whose candidate batch took the judge longer than its own events explain
         is run again after a pause that grows: another program's time slices on the GPU
         (the next task's judge making its CUDA context, say) are in the judge's clock and
         not in the candidate's events. A claim that is simply low stays low, and the last
         try is kept (Timer._after judges the claims)."""
+        share, batch_s = (HOLD_CLAIM_SHARE, HOLD_CLAIM_BATCH_S) if self.holding else (CLAIM_SHARE, CLAIM_BATCH_S)
         for attempt in range(CONTENDED_RETRIES + 1):
-            p = self._pair(n, graph)
+            try:
+                p = self._held_pair(n) if self.holding else self._pair(n, graph)
+            except held.Stalled as e:
+                if attempt == CONTENDED_RETRIES:
+                    raise _HoldsFailed(f"held batches stopped queueing while sampling ({e.side}'s, at call {e.at + 1} "
+                                       f"of {n}) in {CONTENDED_RETRIES + 1} tries") from None
+                continue
             judged, claimed = p.sol[0] - self.fixed_s, p.sol[1]
             if not p.busy_before and (not self.cuda or claimed is None
-                                      or judged - claimed / 1e3 <= CLAIM_SHARE * judged + CLAIM_BATCH_S):
+                                      or judged - claimed / 1e3 <= share * judged + batch_s):
                 return p
             if attempt < CONTENDED_RETRIES:
                 time.sleep(CONTENDED_PAUSE_S * 2 ** attempt)
@@ -448,10 +595,21 @@ class Timer:
                 self._keep(p, self.warm)
                 self.out_bytes = r.out_bytes = shapes.nbytes(p.outs[0])
             per_call = self._per_call_estimate()
+            self.call_host_s = stats.median(self.warm.sol.host_ms[1:]) / 1e3 if self.warm.sol.host_ms[1:] else 0.0
             n, graph = self._plan(min(per_call), max(per_call)), False
-            if n > 1:
+            why_not_held = None
+            if self.hold_fixed is not None:
+                self._use_holds()
+                held_n, why_not_held = self._try_holds(n)
+                if why_not_held is None:
+                    n = held_n
+                else:
+                    self._drop_holds()
+            elif self.cuda and self.cfg.mode in ("auto", "hold"):
+                why_not_held = self.j.hold_unavailable or "the GPU's stream cannot be held here"
+            if not self.holding and n > 1:
                 self._bind(n)
-                wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode == "auto" and
+                wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode in ("auto", "hold") and
                                                                     min(per_call) * 1e3 < self.cfg.graph_below_ms))
                 n, why = self._try_graphs(n) if wants else (n, None)
                 graph = wants and why is None
@@ -459,12 +617,25 @@ class Timer:
                     r.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
                 if not graph:
                     n = self._eager_calls(n)
-            r.calls, r.clock = n, ("cuda_graph" if graph else "cuda_burst") if self.cuda else "cpu_clock"
-            self._sample(n, graph)
+            if why_not_held:
+                r.notes.append(f"not timed in held batches: {why_not_held}")
+            r.calls = n
+            r.clock = ("cuda_hold" if self.holding else "cuda_graph" if graph else "cuda_burst") if self.cuda \
+                else "cpu_clock"
+            try:
+                self._sample(n, graph)
+            except _HoldsFailed as e:  # sampled again, from the start, in eager batches
+                self._drop_holds()
+                r.notes.append(f"not timed in held batches: {e}")
+                r.ref, r.sol = Side(), Side()
+                r.baseline = Side() if self.baseline else None
+                self._bind(n)
+                r.calls, r.clock = self._eager_calls(n), "cuda_burst"
+                self._sample(r.calls, False)
         finally:
             gc.enable()
         self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
-        us = lambda xs: "/".join(f"{x * 1e3:.1f}" for x in xs)  # noqa: E731 - ms to us
+        us = lambda xs: "/".join(f"{x * 1e6:.0f}" for x in xs)  # noqa: E731 - s to us
         print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}); fixed "
               f"cost us: candidate {self.fixed_s * 1e6:.0f} (before/after import {us(self.fixed_parts)}), reference "
               f"{self.ref_fixed_s * 1e6:.0f}; warm-up us per call: reference "
@@ -552,13 +723,14 @@ class Timer:
             return
         judged = stats.median(r.sol.ms)
         claimed = stats.median(r.sol.claimed_ms) if len(r.sol.claimed_ms) == len(r.sol.ms) else None
-        if claimed is not None and claimed > 0 and claimed >= (1 - CLAIM_SHARE) * judged:
+        share, batch_s = (HOLD_CLAIM_SHARE, HOLD_CLAIM_BATCH_S) if self.holding else (CLAIM_SHARE, CLAIM_BATCH_S)
+        if claimed is not None and claimed > 0 and claimed >= (1 - share) * judged:
             # Above the judge's measure too: a claim that its calls were slower costs only the
             # candidate (the judge's measure reads low where the host was busier while the fixed
             # cost was measured than during the batches: builds running beside a cold run).
             r.sol.figure = r.sol.claimed_ms
             return
-        explained = CLAIM_SHARE * judged + CLAIM_BATCH_S * 1e3 / r.calls
+        explained = share * judged + batch_s * 1e3 / r.calls
         if claimed is not None and 0 < claimed < judged and judged - claimed <= explained:
             r.notes.append(f"timed by the judge's clock: the candidate's own events read {claimed:.4f} ms per call "
                            f"against its {judged:.4f} ms, batches of {r.calls} too short to tell them apart")
@@ -577,6 +749,10 @@ class Pair:
     base: tuple | None
     outs: list  # the candidate's outputs as read
     busy_before: float = 0.0  # seconds the GPU was busy between writing the inputs and the batch
+
+
+class _HoldsFailed(Exception):
+    """Held batches stopped working while sampling: the task is sampled again without them."""
 
 
 class _SharedMemory(TaskFailed):
