@@ -230,3 +230,40 @@ def test_a_real_build_and_judge_get_their_cpus(tmp_path):
     lines = [line for line in text.splitlines() if line.startswith("kbench-affinity")]
     assert f"kbench-affinity build [{CPUS[0]}] None" in lines, text[-3000:]
     assert f"kbench-affinity candidate [{CPUS[-1]}] [{CPUS[-1]}]" in lines, text[-3000:]
+
+
+# -- the run-level line -----------------------------------------------------------------
+
+class _Lines:
+    def __init__(self):
+        self.lines = []
+
+    def devices(self, text):
+        self.lines.append(text)
+
+
+def test_the_run_says_once_which_cores_each_gpu_times_on(monkeypatch):
+    """Below the GPUs' line, with the GPUs as nvidia-smi numbers them; nothing on the CPU
+    path; under Dask, that none are reserved."""
+    from harness.records import Options
+    from harness.run import cores, pipeline
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(cores, "sibling_map", lambda cpus: {})
+    cfg = pipeline.RunConfig(Path("p"), Path("s"), options=Options(device="cuda"), gpus=(0, 1))
+    split = pipeline._core_split(cfg, 2)
+    said = _Lines()
+    pipeline._say_cores(cfg, split, said)
+    assert said.lines == ["cores: reserved for timing, GPU 4: CPUs 12-13; GPU 6: CPUs 14-15; builds and judges "
+                          "waiting their turn on CPUs 0-11"]
+    off = pipeline.RunConfig(Path("p"), Path("s"), options=Options(device="cuda"), gpus=(0,), reserve_cores=False)
+    said = _Lines()
+    pipeline._say_cores(off, pipeline._core_split(off, 1), said)
+    assert said.lines == ["cores: none reserved for timing (--no-reserve-cores)"]
+    for other in (pipeline.RunConfig(Path("p"), Path("s"), options=Options(device="cpu")),
+                  pipeline.RunConfig(Path("p"), Path("s"), options=Options(device="cuda"), executor="dask")):
+        assert not pipeline._core_split(other, 1).reserved
+    said = _Lines()
+    pipeline._say_cores(pipeline.RunConfig(Path("p"), Path("s"), options=Options(device="cpu")), cores.CoreSplit(), said)
+    assert said.lines == []
