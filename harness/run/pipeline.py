@@ -196,7 +196,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
         early_gpus = tuple(range(gpus.visible_count() or 0))
     split = _core_split(cfg, len(early_gpus))
     early = EarlyJudges.start(cfg.options, early_gpus, cfg.cache_dir / "builds",
-                              cfg.executor == "local" and cfg.resume is None, split.spare())
+                              cfg.executor == "local" and cfg.resume is None, split)
     try:
         dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
         cfg = _with_gpus(cfg, dev, reporter)

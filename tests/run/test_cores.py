@@ -267,3 +267,37 @@ def test_the_run_says_once_which_cores_each_gpu_times_on(monkeypatch):
     said = _Lines()
     pipeline._say_cores(pipeline.RunConfig(Path("p"), Path("s"), options=Options(device="cpu")), cores.CoreSplit(), said)
     assert said.lines == []
+
+
+@two_cpus
+def test_judges_started_ahead_wait_on_the_rest_sized_for_their_lane(monkeypatch, tmp_path):
+    """A judge is started with the starting thread on the rest (so it is born there), its
+    OpenMP pools sized for its lane's CPUs; the early judges of each GPU carry their lane's."""
+    from harness.records import Options
+    from harness.run import gpus, launch
+    from harness.run.cores import CoreSplit
+    from harness.run.early_judges import EarlyJudges
+
+    born = []
+
+    class FakeChild:
+        def __init__(self, args, env=None, result_pipe=False):
+            born.append((os.sched_getaffinity(0), env.get("OMP_NUM_THREADS")))
+
+        def tell(self, line):
+            pass
+
+    monkeypatch.setattr(launch, "Child", FakeChild)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    split = CoreSplit(lanes=((CPUS[-1],),), rest=(CPUS[0],))
+    before = os.sched_getaffinity(0)
+    launch.start_worker(launch.EvalConfig(Options(), cpus=split.lane(0), spare_cpus=split.spare()))
+    assert born == [({CPUS[0]}, "1")] and os.sched_getaffinity(0) == before
+
+    monkeypatch.setattr(gpus, "capability", lambda index: ("NVIDIA H100 80GB HBM3", "9.0"))
+    started = []
+    monkeypatch.setattr(launch, "start_worker", lambda cfg: started.append(cfg) or FakeChild([], {}))
+    monkeypatch.setattr(launch, "prepare", lambda child: None)
+    wide = CoreSplit(lanes=((12, 13), (14, 15)), rest=tuple(range(12)))
+    EarlyJudges.start(Options(), (2, 5), tmp_path / "builds", split=wide)
+    assert [(c.gpu_index, c.cpus, c.spare_cpus) for c in started] == [(2, (12, 13), wide.rest), (5, (14, 15), wide.rest)]
