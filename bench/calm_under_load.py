@@ -19,6 +19,10 @@ use (/proc/<pid>/status), by role: builds and their compilers, judges, candidate
 
     python bench/calm_under_load.py --work DIR [--copies 3] [--runs 1] [--gpus LIST] --md OUT.md --json OUT.json
     python bench/calm_under_load.py --dry-run --work DIR      # write the set and check its files on the CPU
+
+A device call lasts 10 minutes at most and a cold run of the set takes minutes: `--modes reserve` (or `no-reserve`)
+runs one mode, and `--append EARLIER.json` carries an earlier command's runs into this one's record, so two commands
+make the record of both.
 """
 from __future__ import annotations
 
@@ -270,10 +274,15 @@ def main() -> None:
     ap.add_argument("--gpus", help="kbench's --gpus [default: every visible GPU]")
     ap.add_argument("--md", type=Path, help="also write the Markdown record here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, of {', '.join(MODES)} [both]")
+    ap.add_argument("--append", type=Path, metavar="EARLIER.json", help="an earlier --json: its runs join this record")
     ap.add_argument("--dry-run", action="store_true", help="write the set and check its files on the CPU; no GPU")
     a = ap.parse_args()
     if a.copies < 1 or a.runs < 1:
         ap.error("--copies and --runs must be at least 1")
+    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    if not modes or set(modes) - set(MODES):
+        ap.error(f"--modes: one or more of {', '.join(MODES)}")
     work = (a.work or Path(tempfile.mkdtemp(prefix="kbench-calm-"))).resolve()
     problems, solutions = write_set(work, a.copies)
     if a.dry_run:
@@ -281,19 +290,20 @@ def main() -> None:
         tasks = sum(1 for _ in solutions.rglob("*.py"))
         print(f"dry run ok: {tasks} tasks per run in {work}; modes {', '.join(MODES)}")
         return
-    runs = []
-    for k in range(1, a.runs + 1):
-        order = list(MODES) if k % 2 else list(reversed(MODES))  # neither mode always first
-        for mode in order:
+    earlier = json.loads(a.append.read_text()) if a.append else {}
+    runs, commands = earlier.get("runs", []), earlier.get("commands", [])
+    for i in range(a.runs):
+        for mode in (modes if i % 2 == 0 else list(reversed(modes))):  # neither mode always first
+            k = 1 + sum(1 for r in runs if r["mode"] == mode)  # an appended record's runs counted too
             runs.append(run_mode(problems, solutions, work, mode, k, a.gpus))
             print(f"{mode} run {k}: {runs[-1]['wall_s']:.0f} s; {' / '.join(runs[-1]['lines'])}", flush=True)
     summary = summarize(runs)
-    command = "python bench/calm_under_load.py " + " ".join(sys.argv[1:])
-    data = {"kbench_args": KBENCH_ARGS, "copies": a.copies,
+    commands = [*commands, "python bench/calm_under_load.py " + " ".join(sys.argv[1:])]
+    data = {"kbench_args": KBENCH_ARGS, "copies": a.copies, "commands": commands,
             "runs": [{k: v for k, v in r.items() if k != "results"} | {"results": r["results"]} for r in runs],
             "tasks": {mode: {n: {k: (dict(v) if isinstance(v, Counter) else v) for k, v in t.items()}
                              for n, t in tasks.items()} for mode, tasks in summary.items()}}
-    tt.write_outputs(render(runs, summary, _device(), command, a.copies), data, a.md, a.json)
+    tt.write_outputs(render(runs, summary, _device(), "`, then `".join(commands), a.copies), data, a.md, a.json)
 
 
 if __name__ == "__main__":
