@@ -50,7 +50,8 @@ def test_every_hang_fixture_gets_its_verdict(hang_run, run_cli, tmp_path):
 
 def test_a_hang_costs_its_limit_not_the_timeout(hang_run):
     """Each hung task ends a few seconds after its limit (10 s for a first call or an
-    import here, 3 s for a later call), far below --timeout's 120 s. The bound is half
+    import here, 3 s for a later call; 10 s of CPU for a first call that computes), far
+    below --timeout's 120 s. The bound is half
     of --timeout, not the limit plus a few seconds: on a loaded 2-core machine starting
     a task's two processes alone can take 10 s."""
     _, data = hang_run
@@ -58,7 +59,10 @@ def test_a_hang_costs_its_limit_not_the_timeout(hang_run):
     assert len(hung) == 5
     for r in hung:
         assert "candidate killed" in r["message"] and "--timeout" not in r["message"], r["message"]
-        assert r["seconds"] < 60, (Path(r["solution_path"]).name, r["seconds"], r["message"])
+        # spins_first_call.py computes all along: it runs until it has used its 10 s in CPU seconds,
+        # which on a loaded 2-core box takes longer than 10 s of wall time.
+        bound = 100 if Path(r["solution_path"]).name == "spins_first_call.py" else 60
+        assert r["seconds"] < bound, (Path(r["solution_path"]).name, r["seconds"], r["message"])
 
 
 def test_the_limits_come_from_the_environment(hang_run):
