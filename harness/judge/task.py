@@ -27,7 +27,7 @@ from . import limits
 from .drain import Drain
 from .gpu_busy import GpuBusy
 from .read import OutputUnreadable, Reader
-from .remote import BusyRule, CandidateError, CandidateGone, CandidateHung, Remote
+from .remote import BusyRule, CandidateError, CandidateGone, CandidateHung, CpuRule, Remote
 
 _perf = time.perf_counter
 
@@ -224,14 +224,16 @@ class Judge:
         """A request to the candidate; its failures become statuses. `limit`: how long
         it may run (requests that run forward pass theirs; the rest run none)."""
         limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
-        busy = None
+        busy = cpu = None
         if limit.busy_after_s is not None and self.gpu_busy is not None:
             busy = BusyRule(limit.busy_after_s, limits.HANG_BUSY_S, self.gpu_busy.busy)
+        if limit.cpu_s is not None:
+            cpu = CpuRule(limit.cpu_s, limits.PROGRESS_SHARE, self.remote.cpu_used)
         try:
             reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
-                                               limit.build_s, busy, spin, watch)
+                                               limit.build_s, busy, spin, cpu, watch)
         except CandidateHung as e:
-            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s)) from None
+            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s, e.cpu_used_s)) from None
         except CandidateGone as e:
             raise TaskFailed(Status.CRASHED, f"{e} during {self.phase_name}")
         except CandidateError as e:

@@ -178,3 +178,29 @@ def test_evidence_alarms_from_synthetic_results():
     assert evidence.alarms({**in_place, "flags": ["input_mutation"]}) == []
     rows = evidence.summarize([{"results": [row]}, {"results": [{**row, "speedup": 0.1}]}])
     assert rows[0]["task"] == "level1/15_Matmul_Square" and abs(rows[0]["spread_pct"] - 4.0) < 1e-6
+
+
+def test_calm_under_load_writes_its_copies_and_reads_results(tmp_path):
+    """bench/calm_under_load.py: the accuracy set and two copies of it (sets copy2, copy3) that differ from it by one
+    first line, each a build of its own; checked on the CPU. Then its table from synthetic results: a task's copies
+    are one row, an honest task not ok or with a gate-failing flag is an alarm."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "calm_under_load.py"), "--dry-run", "--work",
+                           str(tmp_path), "--copies", "3"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run ok: 45 tasks per run" in done.stdout
+    assert "set copy3: 15 copies of models, one distinct first line each" in done.stdout
+    sys.path.insert(0, str(ROOT / "bench"))
+    import calm_under_load as calm
+
+    row = _row("level1/10_Matmul", "/w/solutions/models/level1/10_Matmul.py", 2.0, 1.0)
+    copy = {**_row("level1/10_Matmul", "/w/solutions/copy2/level1/10_Matmul.py", 2.2, 1.0), "solution_set": "copy2"}
+    flagged = {**copy, "flags": ["contended"], "message": "busy"}
+    runs = [{"mode": "reserve", "run": 1, "results": [{**row, "solution_set": "models"}, copy]},
+            {"mode": "no-reserve", "run": 1, "results": [{**row, "solution_set": "models"}, flagged]}]
+    summary = calm.summarize(runs)
+    calm_row = summary["reserve"]["level1/10_Matmul"]
+    assert calm_row["alarms"] == [] and abs(calm_row["spread_pct"] - 10.0) < 1e-6
+    assert summary["no-reserve"]["level1/10_Matmul"]["alarms"] == ["run 1 copy2: ok +contended: busy"]
+    assert calm._role(b"/usr/bin/python3\0-m\0harness.candidate\0003\0/tmp/x\0") == "candidate"
+    assert calm._role(b"/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus\0-quiet\0") == "compiler"
+    assert calm._role(b"bash\0-c\0python -m harness.build\0") is None
