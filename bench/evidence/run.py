@@ -24,6 +24,10 @@ candidate in a folder named after the problem):
 eight configs; compiling them for sm_90 took 39 s on a 2-core CPU box, so its first call is a compile of 20 s or
 more on the H100 host, longer with builds beside it.
 
+No GPU is needed to check the set before a GPU run: `--dry-run --kernels` also runs this folder's candidates on the
+CPU against their references (cpu_kernels.py: Triton's interpreter, CUDA through a g++ shim), and compile_sm90.py
+compiles them for sm_90 (triton.compile, nvcc) and times each Triton JIT.
+
 Every candidate is honest: any status but ok, or any flag that fails the default gate, is an alarm (in_place.py:
 exactly input_mutation). Per task and run: status, flags, speedup, reference and solution ms; then each task's
 speedup spread over the runs (max/min - 1). Arguments after `--` go to `kbench run` (e.g. `-- --gpus all`).
