@@ -148,16 +148,37 @@ def test_run_phases_reads_a_results_file(tmp_path):
 
 
 def test_evidence_bench_adds_its_honest_kernels_to_the_accuracy_set(tmp_path):
-    """bench/evidence/run.py: the accuracy set plus a microsecond softmax (and its in-place copy), a Triton row sum and
-    a naive 4096 x 4096 matmul; all written the way models write them, checked on the CPU."""
+    """bench/evidence/run.py: the accuracy set plus problems 13-35 and their 32 candidates (a microsecond softmax and
+    its in-place copy, Triton pipelines, cuBLAS with an epilogue, a bf16 norm, a tuple output, ...); all written the
+    way models write them, checked on the CPU."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "evidence" / "run.py"), "--dry-run", "--work",
                            str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run ok" in done.stdout
-    assert len(list((tmp_path / "problems").rglob("*.py"))) == 15
-    assert done.stdout.count("  solution ") == 19
+    assert len(list((tmp_path / "problems").rglob("*.py"))) == 35
+    assert done.stdout.count("  solution ") == 47
     assert "13_Softmax_Small/in_place.py: load_inline, legacy default stream" in done.stdout
     assert "14_RowSum_Small.py: Triton" in done.stdout
+    assert "33_L2Norm.py: Triton, autotuned" in done.stdout
+    assert "level1/30_VarMean: inputs [[16384, 4096]] (0.268 GB) -> [[16384], [16384]] float32" in done.stdout
+    assert "-> [16384, 4096] bfloat16" in done.stdout
+
+
+def test_evidence_cpu_shim_rewrites_launches():
+    """cpu_kernels.py turns a CUDA source into C++ for its thread-per-CUDA-thread shim: launches become calls, extern
+    shared arrays point at the dynamic buffer, CUDA headers go."""
+    sys.path.insert(0, str(ROOT / "bench" / "evidence"))
+    import cpu_kernels
+
+    src = ("#include <cuda_runtime.h>\n__global__ void k(float* x) { extern __shared__ float s[]; }\n"
+           "void f(torch::Tensor x) { k<scalar_t><<<dim3(2, 3), 256, 256 * sizeof(float)>>>(x.data_ptr<float>()); "
+           "g<<<n, 32>>>(a, (b + 1)); }")
+    out = cpu_kernels.to_cpu_source(src)
+    assert "cuda_runtime" not in out and "<<<" not in out
+    assert "float* s = reinterpret_cast<float*>(emu::dyn_smem.data());" in out
+    assert ("emu::launch(dim3(dim3(2, 3)), dim3(256), (size_t)(256 * sizeof(float)), "
+            "[&] { k<scalar_t>(x.data_ptr<float>()); })") in out
+    assert "emu::launch(dim3(n), dim3(32), (size_t)(0), [&] { g(a, (b + 1)); })" in out
 
 
 def test_evidence_alarms_from_synthetic_results():
