@@ -20,6 +20,7 @@ def _manual(sol: torch.Tensor, ref: torch.Tensor) -> dict:
 @pytest.fixture(params=[1 << 24, 997], ids=["one_chunk", "many_chunks"])
 def chunk(request, monkeypatch):
     monkeypatch.setattr(check, "CHUNK", request.param)
+    monkeypatch.setattr(check, "CPU_CHUNK", request.param)  # the CPU's own chunks, no larger than CHUNK
     return request.param
 
 
@@ -193,10 +194,12 @@ def test_batch_errors_tell_each_call_apart():
     assert math.isnan(check.batch_rel_l2([torch.tensor([float("nan")])], [torch.ones(1)])[0])
     assert check.batch_rel_l2([(torch.ones(2), torch.arange(3) + 1)], [(torch.ones(2), torch.arange(3))]) == [math.inf]
     big_ref = torch.randn(1 << 20)
-    old = check.BATCH_BYTES
-    check.BATCH_BYTES = 1 << 16  # as if each were over the batching limit: chunked instead
+    old = check.BATCH_BYTES, check.CPU_BATCH_BYTES
+    check.BATCH_BYTES = check.CPU_BATCH_BYTES = 1 << 16  # as if each were over the batching limit: chunked instead
     try:
         chunked = check.batch_rel_l2([big_ref * 1.001], [big_ref])[0]
+        check.BATCH_BYTES = check.CPU_BATCH_BYTES = 1 << 28  # and as one multi-tensor kernel
+        whole = check.batch_rel_l2([big_ref * 1.001], [big_ref])[0]
     finally:
-        check.BATCH_BYTES = old
-    assert chunked == pytest.approx(check.batch_rel_l2([big_ref * 1.001], [big_ref])[0], rel=1e-6)
+        check.BATCH_BYTES, check.CPU_BATCH_BYTES = old
+    assert chunked == pytest.approx(whole, rel=1e-6)
