@@ -189,9 +189,12 @@ def compare_values(
         ref64 = torch.view_as_real(ref64) if ref64 is not None else None
     tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
 
-    # NaN and Inf only where the reference has them, and of the same sign.
+    # NaN and Inf only where the reference has them, and of the same sign. A finite sum has
+    # neither (a NaN, an Inf, or both signs of Inf make it NaN or Inf): one read of each
+    # side, where the places of each kind cost six (a third of a CPU comparison).
     nonfinite = False
-    for name, test in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
+    all_finite = bool(torch.isfinite(sol.sum())) and bool(torch.isfinite(ref.sum()))
+    for name, test in () if all_finite else (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
         sm, rm = test(sol), test(ref)
         if not torch.equal(sm, rm):
             where = (sm != rm).reshape(-1).nonzero()[0].item()

@@ -80,6 +80,24 @@ def test_nan_only_where_the_reference_has_it(chunk):
         compare_outputs(sol, ref, None, l2_bound=1.0)
 
 
+def test_infinities_are_found_whatever_the_sums_say(chunk):
+    """A finite sum on both sides skips the search for NaN and Inf places: an Inf where the
+    reference has none, or one of each sign (whose sum is NaN), is still found, and finite
+    values whose sum overflows (fp16) are still compared, not refused."""
+    ref = torch.randn(50, 40)
+    sol = ref.clone()
+    sol[7, 8], sol[9, 1] = float("inf"), float("-inf")
+    with pytest.raises(Mismatch, match=r"\+Inf where the reference has none .* first at \[7, 8\]"):
+        compare_outputs(sol, ref, None)
+    sol = ref.clone()
+    sol[9, 1] = float("-inf")
+    with pytest.raises(Mismatch, match=r"-Inf where the reference has none .* first at \[9, 1\]"):
+        compare_outputs(sol, ref, None)
+    big = torch.full((64,), 60000.0, dtype=torch.float16)  # each finite, the sum past fp16's 65504
+    assert not torch.isfinite(big.sum())
+    compare_outputs(big.clone(), big, None)
+
+
 def test_integers_must_match_exactly(chunk):
     ref = torch.arange(100)
     sol = ref.clone()
