@@ -45,7 +45,7 @@ class HoldUnavailable(RuntimeError):
 
 
 class _Driver:
-    """The four driver entry points a hold needs, through ctypes (torch exposes none of them)."""
+    """The driver entry points a hold needs, through ctypes (torch exposes none of them)."""
 
     def __init__(self):
         try:
@@ -54,6 +54,7 @@ class _Driver:
             raise HoldUnavailable(f"libcuda.so.1 cannot be loaded: {e}") from None
         u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
         self.register = self._fn(lib, ["cuMemHostRegister_v2", "cuMemHostRegister"], [vp, ctypes.c_size_t, ctypes.c_uint])
+        self.unregister = self._fn(lib, ["cuMemHostUnregister"], [vp])
         self.device_pointer = self._fn(lib, ["cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"],
                                        [ctypes.POINTER(u64), vp, ctypes.c_uint])
         self.wait = self._fn(lib, ["cuStreamWaitValue32_v2", "cuStreamWaitValue32"], [vp, u64, u32, ctypes.c_uint])
@@ -108,6 +109,16 @@ class Page:
             base = ctypes.c_uint64()
             drv.check(drv.device_pointer(ctypes.byref(base), ctypes.c_void_p(addr), 0), "cuMemHostGetDevicePointer")
         self.base = base.value
+        self.addr = addr
+
+    def close(self) -> None:
+        """Unregister and unmap: a later page mapped at the same address could not be
+        registered while the driver still held this one (a judge has one page a task,
+        for its life; a process that makes several must close each)."""
+        with torch.cuda.device(self.device):
+            _drv().unregister(ctypes.c_void_p(self.addr))
+        del self.words
+        self.mm.close()
 
     def word(self, side: str, which: int) -> int:
         return self.words[SIDES[side] + which]

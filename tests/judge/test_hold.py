@@ -41,6 +41,13 @@ def test_nothing_runs_before_the_release_and_the_clock_holds_the_device_time(leg
     fd = hold.new_page()
     page = hold.Page(fd, dev)
     os.close(fd)
+    try:
+        _held_batch_runs_after_its_release(page, dev, legacy)
+    finally:
+        page.close()
+
+
+def _held_batch_runs_after_its_release(page: hold.Page, dev: torch.device, legacy: bool) -> None:
     x = torch.randn(1 << 16, device=dev)
     outs = []
 
