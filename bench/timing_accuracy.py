@@ -26,7 +26,11 @@ for kernels written as language models write them (bench/timing_tasks.py).
    judged against the cold sum and, separately, the back-to-back sum.
 4. Injected waits: 12_Tanh with a device-side spin of 10, 50 and 2000 us after its kernel
    in the same stream; kbench(with wait) - kbench(without) must recover the wait within
-   3% or 1 us, whichever is larger.
+   3% or 1 us, whichever is larger. Judged twice: against the nominal wait, and against
+   the spin kernel's duration as the profiler saw it (cold measure). A spin of N us by
+   globaltimer runs N us plus its kernel's own start and exit, which it cannot time; the
+   profiler's duration is what the device did, so the error against it leaves out that
+   overshoot and keeps what kbench's clock adds (the gap before the spin's launch, say).
 
     python bench/timing_accuracy.py --work DIR --md OUT.md --json OUT.json
     python bench/timing_accuracy.py --dry-run --work DIR     # write and check the files on the CPU
@@ -432,7 +436,8 @@ def _b2b_cells(s: dict) -> list:
 
 
 def wait_rows(rows: list[dict]) -> list[dict]:
-    """Recovered wait = kbench's solution median with the wait less without it."""
+    """Recovered wait = kbench's solution median with the wait less without it, judged
+    against the nominal wait and against the spin kernel's profiled (cold) duration."""
     by_name = {Path(r["solution_path"]).stem: r for r in rows if r["task"].startswith(tt.WAIT_PROBLEM)}
     base = by_name.get(tt.wait_name(0))
     out = []
@@ -442,12 +447,35 @@ def wait_rows(rows: list[dict]) -> list[dict]:
         base_us = base and base["sol"]["kbench"]["us"]
         got = None if kb is None or base_us is None else kb - base_us
         spin = [v for k, v in (r or {}).get("sol", {}).get("profiler", {}).get("ops_us", {}).items() if "spin_wait" in k]
-        allowed = max(0.03 * wait, 1.0)
+        spin_us = spin[0] if spin else None
         out.append({"wait_us": wait, "kbench_us": kb, "base_us": base_us, "recovered_us": got,
-                    "error_us": None if got is None else got - wait, "allowed_us": allowed,
-                    "met": got is not None and abs(got - wait) <= allowed, "spin_kernel_us": spin[0] if spin else None,
+                    **_recovered(got, wait), "spin_kernel_us": spin_us,
+                    **{f"spin_{k}": v for k, v in _recovered(got, spin_us).items()},
                     "clock": r and r["sol"]["kbench"]["clock"]})
     return out
+
+
+def _recovered(got: float | None, want: float | None) -> dict:
+    """A recovered wait against what it should be: within 3% or 1 us, whichever is larger."""
+    if want is None:
+        return {"error_us": None, "allowed_us": None, "met": False}
+    allowed = max(0.03 * want, 1.0)
+    return {"error_us": None if got is None else got - want, "allowed_us": allowed,
+            "met": got is not None and abs(got - want) <= allowed}
+
+
+def _wait_cells(w: dict) -> list:
+    """The nominal columns where they always were, the spin kernel's after them."""
+    error, allowed, met = _judged(w["error_us"], w["allowed_us"], w["met"])
+    return [w["wait_us"], tt.us(w["base_us"]), tt.us(w["kbench_us"]), tt.us(w["recovered_us"]), error, allowed,
+            tt.us(w["spin_kernel_us"]), w["clock"] or "-", met,
+            *_judged(w["spin_error_us"], w["spin_allowed_us"], w["spin_met"])]
+
+
+def _judged(error_us: float | None, allowed_us: float | None, met: bool) -> list[str]:
+    """Cells of one judgement of a recovered wait: error, allowed, met."""
+    return ["-" if error_us is None else f"{error_us:+.2f}", "-" if allowed_us is None else f"{allowed_us:.1f}",
+            "yes" if met else "NO"]
 
 
 def render(rows: list[dict], waits: list[dict], run: dict, command: str, wall_s: float) -> str:
@@ -459,9 +487,7 @@ def render(rows: list[dict], waits: list[dict], run: dict, command: str, wall_s:
               "yes" if r["ref"]["met"] and r["sol"]["met"] else "NO", *_b2b_cells(r["ref"]), *_b2b_cells(r["sol"]),
               "yes" if r["ref"]["b2b"]["met"] and r["sol"]["b2b"]["met"] else "NO"] for r in rows]
     sides = [r[s] for r in rows for s in ("ref", "sol")]
-    wait_table = [[w["wait_us"], tt.us(w["base_us"]), tt.us(w["kbench_us"]), tt.us(w["recovered_us"]),
-                   "-" if w["error_us"] is None else f"{w['error_us']:+.2f}", f"{w['allowed_us']:.1f}",
-                   tt.us(w["spin_kernel_us"]), w["clock"] or "-", "yes" if w["met"] else "NO"] for w in waits]
+    wait_table = [_wait_cells(w) for w in waits]
     notes = [f"- {r['task']}: {r['status']}: {r['message']}" for r in rows if r["status"] != "ok"]
     return "\n".join([
         "# Timing accuracy: kbench against the profiler's kernel sums",
@@ -493,13 +519,26 @@ def render(rows: list[dict], waits: list[dict], run: dict, command: str, wall_s:
         "## Injected device waits",
         "",
         f"{tt.WAIT_PROBLEM} with a spin of N us after its kernel, in the same stream (globaltimer edges, "
-        "cycle-interpolated). Recovered = kbench's solution median with the wait less without it; target 3% or 1 us, "
-        "whichever is larger. 'spin kernel' is the profiler's median duration of the spin itself.",
+        "cycle-interpolated). Recovered = kbench's solution median with the wait less without it, judged twice, "
+        "each time within 3% or 1 us, whichever is larger:",
         "",
-        f"**{sum(w['met'] for w in waits)} of {len(waits)} waits recovered within target.**",
+        "- against the nominal wait, N us ('error vs nominal us', 'allowed vs nominal us', 'met vs nominal'): what "
+        "the solution asked for;",
+        "- against the spin kernel ('error vs spin kernel us', 'allowed vs spin kernel us', 'met vs spin kernel'): "
+        "'spin kernel us' is the profiler's median duration of the spin kernel itself (cold measure), what the device "
+        "did. A spin of N us by globaltimer runs N us from its own first instructions, plus its kernel's start and "
+        "exit, which no clock inside it sees, so the spin kernel runs longer than N: the error against the nominal "
+        "wait carries that overshoot, the error against the spin kernel only what kbench's clock adds to what the "
+        "device ran (the gap before the spin's launch, for one).",
         "",
-        tt.md_table(["wait us", "kbench without us", "kbench with us", "recovered us", "error us", "allowed us",
-                     "spin kernel us", "clock", "met"], wait_table),
+        f"**{sum(w['met'] for w in waits)} of {len(waits)} waits recovered within 3% or 1 us of the nominal wait.**",
+        "",
+        f"**{sum(w['spin_met'] for w in waits)} of {len(waits)} waits recovered within 3% or 1 us of the spin "
+        "kernel's profiled duration.**",
+        "",
+        tt.md_table(["wait us", "kbench without us", "kbench with us", "recovered us", "error vs nominal us",
+                     "allowed vs nominal us", "spin kernel us", "clock", "met vs nominal", "error vs spin kernel us",
+                     "allowed vs spin kernel us", "met vs spin kernel"], wait_table),
     ])
 
 
