@@ -33,7 +33,7 @@ for kernels written as language models write them (bench/timing_tasks.py).
    overshoot and keeps what kbench's clock adds (the gap before the spin's launch, say).
 
     python bench/timing_accuracy.py --work DIR --md OUT.md --json OUT.json
-    python bench/timing_accuracy.py --dry-run --work DIR     # write and check the files on the CPU
+    python bench/timing_accuracy.py --dry-run --work DIR     # the files and the trace split, checked on the CPU
 """
 from __future__ import annotations
 
@@ -320,6 +320,26 @@ def span_us(ops: list[dict]) -> float:
     return max(op["ts"] + op["dur"] for op in ops) - min(op["ts"] for op in ops)
 
 
+def check_trace_split() -> str:
+    """--dry-run: the trace splitting on a synthetic trace, queued as the profiling child
+    queues its runs (M the marker, the flush a memset and a sum, a call's own memset
+    among its kernels), each op 1 us with 1 us gaps, the first record lost as a
+    session's can be. Names and times only: no GPU."""
+    markers = {"names": {"M"}, "flush": ["memset", "sum"]}
+    call, prefix = ["a", "memset", "b"], ["M", "memset", "sum", "M", "memset", "sum"]  # queue_batch's; M: the hold
+
+    def ops(names: list[str]) -> list[dict]:
+        return [{"name": name, "ts": 2.0 * i, "dur": 1.0} for i, name in enumerate(names)][1:]
+
+    cold = split_calls(ops(["M", "memset", "sum", "M", *call] * 4), markers["names"], markers["flush"])
+    assert [[op["name"] for op in c] for c in cold] == [call] * 3, cold
+    marked = batch_calls(ops(prefix + ["M", *call] * 3), markers)
+    assert [[op["name"] for op in c] for c in marked] == [call] * 3, marked
+    unmarked = batch_calls(ops(prefix + ["M"] + call * 3), markers)
+    assert len(unmarked) == 1 and span_us(unmarked[0]) / 3 == 17.0 / 3, unmarked
+    return "trace split checked on a synthetic trace: cold calls, a marked batch's calls, an unmarked batch's span"
+
+
 def _iqr(xs: list[float]) -> float:
     q = statistics.quantiles(xs, n=4)
     return q[2] - q[0]
@@ -558,6 +578,7 @@ def main() -> None:
     problems, solutions = tt.write_work(work)
     if a.dry_run:
         print("\n".join(tt.validate(problems, solutions)))
+        print(check_trace_split())
         print(f"dry run ok: files in {work}")
         return
     started = time.monotonic()
