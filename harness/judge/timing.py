@@ -380,7 +380,10 @@ class Timer:
         (calls of several kernels) or a synchronize inside a later call: tried again with
         fewer calls. Once a held batch's time is known, n is planned again."""
         n = ceiling = min(n, held.MAX_CALLS)
-        for attempt in range(3):
+        busy = 0
+        attempt = -1
+        while attempt < 2:
+            attempt += 1
             self._bind(n)
             try:
                 # An eager pair first: each side's allocator then holds memory for n outputs. A
@@ -403,8 +406,18 @@ class Timer:
                 return n, (f"the outputs of held calls do not match the inputs written after the hold (work outside "
                            f"the held stream, on another stream that does not wait for it?): {e.message[:200]}")
             if p.busy_before:
-                return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held batch "
-                           "(work on other streams that waits for the held one, or work set off by the write)")
+                # Once is not the candidate's: the judge's probe can wait out a time slice of
+                # another context (honest 95_CrossEntropyLoss read 1.0 ms once on an H100,
+                # builds beside it). Twice in a row is (dma_cotenant.py: 1.1 ms every time).
+                busy += 1
+                if busy == 2:
+                    return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held "
+                               "batch, twice (work on other streams that waits for the held one, or work set off by "
+                               "the write)")
+                attempt -= 1
+                time.sleep(CONTENDED_PAUSE_S)
+                continue
+            busy = 0
             per_call = sorted(((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n))
             again = min(ceiling, self._plan(max(per_call[0], 1e-7), max(per_call[1], 1e-7)))
             if attempt < 2 and (again > 1.5 * n or 1.5 * again < n):

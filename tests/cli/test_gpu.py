@@ -41,8 +41,10 @@ def test_shipped_solutions_are_ok(run_cli, tmp_path):
                    "--time-budget", "3")
     results = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
     assert len(results) == 4, proc.stderr[-3000:]
+    # noisy and host_bound describe the host, not the kernel (host_bound: the host's time to
+    # issue a call, read while this run's builds load it, exceeds the device's): no gate fails on them.
     bad = [(r["problem"], r["status"], r["flags"], r["message"][:200]) for r in results
-           if r["status"] != "ok" or set(r["flags"]) - {"noisy"}]
+           if r["status"] != "ok" or set(r["flags"]) - {"noisy", "host_bound"}]
     assert bad == []
     assert proc.returncode == 0
 
