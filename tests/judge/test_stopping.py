@@ -65,3 +65,23 @@ def test_a_pairs_cost_grows_on_the_line_through_one_call_and_many():
     # 1 call: 50 ms (mostly fixed work), 16 calls: 80 ms -> 2 ms a call
     assert stopping.pair_cost(101, 0.05, (16, 0.08)) == pytest.approx(0.05 + 0.002 * 100)
     assert stopping.pair_cost(4, 0.05, (16, 0.01)) == 0.05  # a faster many-call pair: never below one
+
+
+def test_a_judge_pays_for_its_imports_before_its_task():
+    """What each task's timing phase paid before its first pair (a full collection of
+    torch's objects, numpy.ma at the first quantile) is paid while the judge waits for its
+    task (main._settle_imports): a collection after it walks only newer objects."""
+    import gc
+    import sys
+    import time
+
+    from harness.judge import main
+
+    try:
+        main._settle_imports()
+        assert "numpy.ma" in sys.modules and gc.get_freeze_count() > 0
+        t0 = time.perf_counter()
+        gc.collect()
+        assert time.perf_counter() - t0 < 0.02
+    finally:
+        gc.unfreeze()
