@@ -651,6 +651,8 @@ class Timer:
                 # read apart, so its calls (or its first n, where the budget is short) are the
                 # batch and no pair goes to trying them.
                 n = self._within_grace(m)
+                if self.n < n:  # held batches were tried since, on a loan of their own size
+                    self._bind(n)
                 if n == 1 and not self.cuda:
                     self._keep_warm(warm)
             elif (n := self._within_budget(planned)) > 1:
