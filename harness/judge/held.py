@@ -100,21 +100,12 @@ class Holds:
     # -- the candidate's -------------------------------------------------------------
     def queue(self, n: int, limit: limits.Limit, call_host_s: float = 0.0) -> Queued:
         """Ask the candidate to queue n calls behind a new hold; frozen on its reply."""
-        seq, page = self._next(), self.page
-        stall_s = max(STALL_S, 5 * call_host_s)
-        seen = {"count": -1, "since": _perf(), "stalled": None}
-
-        def watch() -> None:
-            count, now = page.word("candidate", hold.QUEUED), _perf()
-            if count != seen["count"]:
-                seen["count"], seen["since"] = count, now
-            elif seen["stalled"] is None and now - seen["since"] > stall_s:
-                seen["stalled"] = count
-                page.set("candidate", hold.RELEASE, seq)  # let the waiting forward go on, unheld
-
-        reply, _ = self.j.ask({"op": "held", "n": n, "seq": seq}, when="while being timed", limit=limit, watch=watch)
+        seq = self._next()
+        stall = _StallWatch(self.page, "candidate", seq, max(STALL_S, 5 * call_host_s))
+        reply, _ = self.j.ask({"op": "held", "n": n, "seq": seq}, when="while being timed", limit=limit,
+                              watch=stall.poll)
         self.j.remote.wait_stopped()
-        return Queued(seq, reply, seen["stalled"])
+        return Queued(seq, reply, stall.stalled)
 
     def claim(self, seq: int) -> float | None:
         """The candidate's own events for held batch `seq`, in ms (its word)."""
@@ -160,6 +151,25 @@ class Holds:
         return seconds, batches.held_ms(events), host_ms
 
 
+class _StallWatch:
+    """The stall rule, for both sides: a held batch whose QUEUED count has not moved for
+    `stall_s` is waiting for its own held stream (its forward synchronized, or its
+    allocator asked the driver for memory); it is released, to go on unheld, and
+    `stalled` is the call it stopped at. Polled by whoever waits for the queueing."""
+
+    def __init__(self, page: hold.Page, side: str, seq: int, stall_s: float):
+        self.page, self.side, self.seq, self.stall_s = page, side, seq, stall_s
+        self.count, self.since, self.stalled = -1, _perf(), None
+
+    def poll(self) -> None:
+        count, now = self.page.word(self.side, hold.QUEUED), _perf()
+        if count != self.count:
+            self.count, self.since = count, now
+        elif self.stalled is None and now - self.since > self.stall_s:
+            self.stalled = count
+            self.page.set(self.side, hold.RELEASE, self.seq)
+
+
 class _Watchdog:
     """Releases the judge's own held batch when its queueing stops for STALL_S: a reference
     whose allocator asks the driver for memory waits for the held stream, and only another
@@ -184,15 +194,12 @@ class _Watchdog:
     def _run(self) -> None:
         while True:
             self.armed.wait()
-            generation, seq = self.generation, self.seq
-            last, since = -1, _perf()
+            generation = self.generation
+            stall = _StallWatch(self.page, "reference", self.seq, STALL_S)
             while self.armed.is_set() and generation == self.generation:
-                count, now = self.page.word("reference", hold.QUEUED), _perf()
-                if count != last:
-                    last, since = count, now
-                elif now - since > STALL_S:
-                    self.stalled = count
-                    self.page.set("reference", hold.RELEASE, seq)
+                stall.poll()
+                if stall.stalled is not None:
+                    self.stalled = stall.stalled
                     break
                 time.sleep(0.001)
             while self.armed.is_set() and generation == self.generation:

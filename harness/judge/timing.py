@@ -330,26 +330,8 @@ class Timer:
         sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
         self.j.note_threads(reply)
         outs = self.graph_outs if graph else self._read_calls(reply, n)
-        # The candidate's bookkeeping per call, done here too (and thrown away), with a
-        # batch kept from one pair to the next as the candidate keeps its: each batch frees
-        # the last one's outputs as it starts, on both sides.
-        log = batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
-        if graph:
-            ref_batch = self.graphs[0]
-        else:
-            if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
-                self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
-            ref_batch = self.ref_eager
-        ref = self._reference_batch(ref_batch, n, None if graph else log, keep)
-        base = None
-        if self.baseline is not None:
-            self._flush()
-            base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
-        self._compare(outs, ref_batch.outs, n)
-        self.checked += 1
-        if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
-            self.j.flags.add(Flag.INPUT_MUTATION)
-        self.result.last_inputs = self.ref_copies[n - 1]
+        ref, base = self._reference_and_compare(self.graphs[0] if graph else self._eager_reference(), outs, n,
+                                                graph, keep)
         sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
         return Pair(n, ref, sol, base, outs, busy_before)
 
@@ -381,20 +363,33 @@ class Timer:
                   f"busy before {busy_before * 1e6:.0f} us", flush=True)
         outs = self._read_calls(q.reply, n)
         claim = self.j.holds.claim(q.seq)
+        ref, base = self._reference_and_compare(self._eager_reference(), outs, n, False, keep)
+        return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before)
+
+    def _eager_reference(self) -> batches.Eager:
+        """The reference's eager batch over the judge's current copies (kept from one pair
+        to the next, as the candidate keeps its: each batch frees the last one's outputs)."""
         if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
             self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
-        log = batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
-        ref = self._reference_batch(self.ref_eager, n, log, keep)
+        return self.ref_eager
+
+    def _reference_and_compare(self, ref_batch, outs: list, n: int, graph: bool, keep: bool) -> tuple:
+        """What every pair does after the candidate's batch, whatever timed it: the
+        reference's batch on the same values (with the candidate's bookkeeping per call,
+        done here too and thrown away, outside graphs), the baseline's, the candidate's
+        outputs compared, and now and then its inputs checked for writes. (ref, base)."""
+        log = None if graph else batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
+        ref = self._reference_batch(ref_batch, n, log, keep)
         base = None
         if self.baseline is not None:
             self._flush()
             base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
-        self._compare(outs, self.ref_eager.outs, n)
+        self._compare(outs, ref_batch.outs, n)
         self.checked += 1
         if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
             self.j.flags.add(Flag.INPUT_MUTATION)
         self.result.last_inputs = self.ref_copies[n - 1]
-        return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before)
+        return ref, base
 
     def _try_holds(self, n: int) -> tuple[int, str | None]:
         """A held pair of n calls (at most held.MAX_CALLS): (calls a batch, None) when the

@@ -75,3 +75,34 @@ def _held_batch_runs_after_its_release(page: hold.Page, dev: torch.device, legac
     # The clock holds the device's time (the events') and a fixed cost, not the host's launches.
     assert wall * 1e3 < device_ms + 2.0, (wall, device_ms, host_ms)
     assert wall * 1e3 < host_ms or host_ms < 2.0
+
+
+class _FakePage:
+    """The words of a hold page, without a GPU: enough for the judge's stall rule."""
+
+    def __init__(self):
+        self.words = {}
+
+    def word(self, side, which):
+        return self.words.get((side, which), 0)
+
+    def set(self, side, which, value):
+        self.words[(side, which)] = value
+
+
+def test_a_queue_that_stops_counting_is_released_and_says_where():
+    from harness.judge.held import _StallWatch
+
+    page = _FakePage()
+    stall = _StallWatch(page, "candidate", 9, 0.02)
+    for i in range(1, 6):  # counting: never a stall, however long it takes in all
+        page.set("candidate", hold.QUEUED, i)
+        stall.poll()
+        time.sleep(0.012)
+    assert stall.stalled is None and page.word("candidate", hold.RELEASE) == 0
+    deadline = time.perf_counter() + 1
+    while stall.stalled is None and time.perf_counter() < deadline:
+        stall.poll()  # stuck at 5: a forward that waits for its own held stream
+    assert stall.stalled == 5
+    assert page.word("candidate", hold.RELEASE) == 9  # released, to go on unheld
+    assert page.word("reference", hold.RELEASE) == 0  # the other side's words untouched
