@@ -129,14 +129,13 @@ def empty_batches(judge: Judge, n: int = EMPTY_BATCHES,
     which a 3 ms call timed one per batch read as 16% slower). `enough(taken, each_s)`
     may end them sooner (the timing budget's share for them: stopping.Budget)."""
     limit = limits.for_other(judge.ref_call_s, "batch")
-    out: list[float] = []
-    each_s = 0.0
-    while len(out) < n and not (enough is not None and enough(len(out), each_s)):
-        t0 = _perf()
+
+    def one() -> float:
         if judge.device.type == "cuda":  # on the CPU the measure is CPU time: waiting costs none
             judge.run_reference_once()
-        out.append(measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0])
-        each_s = max(each_s, _perf() - t0)
+        return measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0]
+
+    out = _repeat(one, n, enough)
     if judge.device.type == "cuda" and judge.holds is None and judge.hold_unavailable is None:
         try:
             judge.holds = held.Holds(judge)
@@ -153,16 +152,24 @@ def empty_holds(judge: Judge, n: int = EMPTY_BATCHES,
     batch is timed: after a reference call, the GPU drained and L2 flushed. `enough` as
     for empty_batches."""
     limit = limits.for_other(judge.ref_call_s, "batch")
-    out: list[float] = []
-    each_s = 0.0
-    while len(out) < n and not (enough is not None and enough(len(out), each_s)):
-        t0 = _perf()
+
+    def one() -> float:
         judge.run_reference_once()
         q = judge.holds.queue(0, limit)
         judge.drain.wait()
         judge.flush_caches()
-        seconds = judge.holds.release("candidate", q.seq, limit)
-        out.append(seconds + judge.drain.settle())
+        return judge.holds.release("candidate", q.seq, limit) + judge.drain.settle()
+
+    return _repeat(one, n, enough)
+
+
+def _repeat(measure: Callable[[], float], n: int, enough: Callable[[int, float], bool] | None) -> list[float]:
+    """n measures, or fewer once `enough(taken, the longest one took)` says so."""
+    out: list[float] = []
+    each_s = 0.0
+    while len(out) < n and not (enough is not None and enough(len(out), each_s)):
+        t0 = _perf()
+        out.append(measure())
         each_s = max(each_s, _perf() - t0)
     return out
 
@@ -398,17 +405,10 @@ class Timer:
         (calls of several kernels) or a synchronize inside a later call: tried again with
         fewer calls. Once a held batch's time is known, n is planned again."""
         n = ceiling = min(n, held.MAX_CALLS)
-        busy = 0
-        attempt = -1
-        while attempt < 2:
-            attempt += 1
+        for attempt in range(3):
             self._bind(n)
             try:
-                # An eager pair first: each side's allocator then holds memory for n outputs. A
-                # held batch that must ask the driver for new memory waits (cudaMalloc waits for
-                # the held stream), and would read as a forward that synchronizes.
-                self._pair(n, graph=False, keep=False)
-                p = self._held_pair(n, keep=False)
+                p = self._held_trial(n)
             except _SharedMemory as e:
                 return n, e.message  # _eager_calls finds it again, and times one call a batch
             except held.Stalled as e:
@@ -424,18 +424,9 @@ class Timer:
                 return n, (f"the outputs of held calls do not match the inputs written after the hold (work outside "
                            f"the held stream, on another stream that does not wait for it?): {e.message[:200]}")
             if p.busy_before:
-                # Once is not the candidate's: the judge's probe can wait out a time slice of
-                # another context (honest 95_CrossEntropyLoss read 1.0 ms once on an H100,
-                # builds beside it). Twice in a row is (dma_cotenant.py: 1.1 ms every time).
-                busy += 1
-                if busy == 2:
-                    return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held "
-                               "batch, twice (work on other streams that waits for the held one, or work set off by "
-                               "the write)")
-                attempt -= 1
-                time.sleep(CONTENDED_PAUSE_S)
-                continue
-            busy = 0
+                return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held "
+                           "batch, twice (work on other streams that waits for the held one, or work set off by "
+                           "the write)")
             per_call = sorted(((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n))
             again = min(ceiling, self._plan(max(per_call[0], 1e-7), max(per_call[1], 1e-7)))
             if attempt < 2 and (again > 1.5 * n or 1.5 * again < n) and self.budget.fits(4 * self._pair_s(again)):
@@ -445,13 +436,35 @@ class Timer:
             return n, None
         return n, None
 
+    def _held_trial(self, n: int) -> "Pair":
+        """A held pair of n calls to try them, not kept, after an eager pair of the same n:
+        each side's allocator then holds memory for n outputs (a held batch that must ask
+        the driver for new memory waits, as cudaMalloc waits for the held stream, and would
+        read as a forward that synchronizes). One that reads the GPU busy around its input
+        write is tried once more: once is not the candidate's, as the judge's probe can
+        wait out a time slice of another context (honest 95_CrossEntropyLoss read 1.0 ms
+        once on an H100, builds beside it); twice in a row is (dma_cotenant.py: 1.1 ms
+        every time)."""
+        self._pair(n, graph=False, keep=False)
+        p = self._held_pair(n, keep=False)
+        if p.busy_before:
+            time.sleep(CONTENDED_PAUSE_S)
+            self._pair(n, graph=False, keep=False)
+            p = self._held_pair(n, keep=False)
+        return p
+
+    def _claim_tolerance(self) -> tuple[float, float]:
+        """(share of the judge's measure, seconds a batch) by which the candidate's own
+        events may stand below it: held batches' measure is the device's time, tighter."""
+        return (HOLD_CLAIM_SHARE, HOLD_CLAIM_BATCH_S) if self.holding else (CLAIM_SHARE, CLAIM_BATCH_S)
+
     def _settled_pair(self, n: int, graph: bool) -> "Pair":
         """A pair whose candidate batch took the judge longer than its own events explain
         is run again after a pause that grows: another program's time slices on the GPU
         (the next task's judge making its CUDA context, say) are in the judge's clock and
         not in the candidate's events. A claim that is simply low stays low, and the last
         try is kept (Timer._after judges the claims)."""
-        share, batch_s = (HOLD_CLAIM_SHARE, HOLD_CLAIM_BATCH_S) if self.holding else (CLAIM_SHARE, CLAIM_BATCH_S)
+        share, batch_s = self._claim_tolerance()
         for attempt in range(CONTENDED_RETRIES + 1):
             try:
                 p = self._held_pair(n) if self.holding else self._pair(n, graph)
@@ -634,32 +647,8 @@ class Timer:
                     self._drop_holds()
             elif self.cuda and self.cfg.mode in ("auto", "hold"):
                 why_not_held = self.j.hold_unavailable or "the GPU's stream cannot be held here"
-            wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode in ("auto", "hold") and
-                                                                min(per_call) * 1e3 < self.cfg.graph_below_ms))
-            m = self.many[0] if self.many else 0
-            if self.holding:
-                pass
-            elif not wants and m and planned <= 2 * m:
-                # The estimate's batch is long enough (its fixed cost at most twice the planned
-                # share), and no longer than its own plan allowed (m came from the single calls'
-                # times, which are no shorter): its loan is bound and warm and its outputs were
-                # read apart, so its calls (or its first n, where the budget is short) are the
-                # batch and no pair goes to trying them.
-                n = self._within_grace(m)
-                if self.n < n:  # held batches were tried since, on a loan of their own size
-                    self._bind(n)
-                if n == 1 and not self.cuda:
-                    self._keep_warm(warm)
-            elif (n := self._within_budget(planned)) > 1:
-                self._bind(n)
-                n, why = self._try_graphs(n) if wants else (n, None)
-                graph = wants and why is None
-                if why:
-                    r.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
-                if not graph:
-                    n = self._eager_calls(n)
-            elif not self.cuda:
-                self._keep_warm(warm)
+            if not self.holding:
+                n, graph = self._unheld_batch(planned, per_call, warm)
             if why_not_held:
                 r.notes.append(f"not timed in held batches: {why_not_held}")
             r.calls = n
@@ -689,6 +678,37 @@ class Timer:
               f"its own events {stats.median(r.sol.claimed_ms) * 1e3 if r.sol.claimed_ms else float('nan'):.2f}",
               flush=True)
         return r
+
+    def _unheld_batch(self, planned: int, per_call: list[float], warm: list["Pair"]) -> tuple[int, bool]:
+        """(calls a batch, whether a CUDA graph replays them) where batches are not held:
+        the planned n as far as the budget has room, in a graph for microsecond calls
+        where the graph is valid, else eager (one call a batch where calls share memory)."""
+        wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode in ("auto", "hold") and
+                                                            min(per_call) * 1e3 < self.cfg.graph_below_ms))
+        m = self.many[0] if self.many else 0
+        if not wants and m and planned <= 2 * m:
+            # The estimate's batch is long enough (its fixed cost at most twice the planned
+            # share), and no longer than its own plan allowed (m came from the single calls'
+            # times, which are no shorter): its loan is bound and warm and its outputs were
+            # read apart, so its calls (or its first n, where the budget is short) are the
+            # batch and no pair goes to trying them.
+            n = self._within_grace(m)
+            if self.n < n:  # held batches were tried since, on a loan of their own size
+                self._bind(n)
+            if n == 1 and not self.cuda:
+                self._keep_warm(warm)
+            return n, False
+        n = self._within_budget(planned)
+        if n > 1:
+            self._bind(n)
+            n, why = self._try_graphs(n) if wants else (n, None)
+            graph = wants and why is None
+            if why:
+                self.result.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
+            return (n if graph else self._eager_calls(n)), graph
+        if not self.cuda:
+            self._keep_warm(warm)
+        return n, False
 
     def _warm_up(self) -> list["Pair"]:
         """Pairs of single calls until the candidate has run WARM_PAIRS and warmup_s (or
@@ -849,7 +869,7 @@ class Timer:
             return
         judged = stats.median(r.sol.ms)
         claimed = stats.median(r.sol.claimed_ms) if len(r.sol.claimed_ms) == len(r.sol.ms) else None
-        share, batch_s = (HOLD_CLAIM_SHARE, HOLD_CLAIM_BATCH_S) if self.holding else (CLAIM_SHARE, CLAIM_BATCH_S)
+        share, batch_s = self._claim_tolerance()
         if claimed is not None and claimed > 0 and claimed >= (1 - share) * judged:
             # Above the judge's measure too: a claim that its calls were slower costs only the
             # candidate (the judge's measure reads low where the host was busier while the fixed
