@@ -175,9 +175,10 @@ def _folder_options(f):
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference (faster; tolerances fall back to fixed floors).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--time-budget", type=Seconds(), default=10.0, show_default=True, help="Seconds of timing per task at most.")
-@click.option("--timing-mode", type=click.Choice(["auto", "events", "graph"]), default="auto", show_default=True,
-              help="How GPU calls are timed: CUDA events per call, or calls captured in a CUDA graph with events inside "
-                   "(no launch gaps); auto uses graphs when a side runs under 50 us.")
+@click.option("--timing-mode", type=click.Choice(["auto", "hold", "events", "graph"]), default="auto", show_default=True,
+              help="How GPU calls are timed: hold (a batch queued behind a hold that the judge releases, so its clock "
+                   "holds the device's time), events (eager batches back to back), graph (a CUDA graph's replay); auto "
+                   "holds where the forward queues, else graphs for calls under 50 us, else eager batches.")
 @click.option("--fail-on", default=DEFAULT_FAIL_ON, show_default=True,
               help="Comma-separated flags that fail the gate, or 'none'.")
 @click.option("--min-speedup", type=FiniteFloat(0, inclusive=False),
@@ -203,9 +204,12 @@ def _folder_options(f):
 @click.option("--require-sandbox/--no-require-sandbox", default=None,
               help="Refuse to run solution code where builds and candidates cannot be confined (no Landlock) "
                    "[default: on under CI=true, else off, with a warning].")
+@click.option("--reserve-cores/--no-reserve-cores", default=True, show_default=True,
+              help="On CUDA, give each GPU lane's judge and candidate 2 CPU cores that builds and other tasks "
+                   "cannot take (reserved only where 2 per GPU and 2 more exist).")
 def run(problems, solutions, problem_filters, set_filters, solution_files, out, device, timeout, build_timeout, build_jobs, cache_dir,
         no_cache, trials, seed, precision, no_fp64, no_timing, time_budget, timing_mode, fail_on, min_speedup, exit_zero, compile_baseline, gpus,
-        resume, junit_path, cpu_threads, executor, scheduler, dask_workers, require_sandbox) -> None:
+        resume, junit_path, cpu_threads, executor, scheduler, dask_workers, require_sandbox, reserve_cores) -> None:
     """Build, check and time every solution against its problem; write results.json, results.csv, report.md."""
     from harness.discover import demo
     from harness.run import pipeline
@@ -238,6 +242,7 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         use_cache=not no_cache, problem_filters=tuple(problem_filters), set_filters=tuple(set_filters),
         policy=policy, resume=resume, gpus=parse_gpus(gpus), executor=executor, scheduler=scheduler,
         dask_workers=dask_workers, junit_path=junit_path, solution_files=tuple(solution_files),
+        reserve_cores=reserve_cores,
         **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)

@@ -60,6 +60,7 @@ def write_set(work: Path) -> tuple[Path, Path]:
 def run(problems: Path, solutions: Path, work: Path, name: str, *extra: str) -> dict:
     out = work / "runs" / name
     shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)  # the log sits beside the run's folder
     cmd = [sys.executable, str(tt.ROOT / "cli.py"), "run", "--problems", str(problems), "--solutions", str(solutions),
            "--out", str(out), "--cache-dir", str(work / "cache"), *KBENCH_ARGS, *extra]
     t0 = time.monotonic()
@@ -83,6 +84,8 @@ def render(runs: list[dict], counts: list[int], command: str) -> str:
     warm = [r for r in runs if not r["name"].startswith("fill")]
     by_count = {n: [r["wall_s"] for r in warm if r["name"].startswith(f"{n}gpu-")] for n in counts}
     dask = [r["wall_s"] for r in warm if r["name"].startswith("dask-")]
+    if not runs:
+        return "# Warm reruns: no run finished"
     lines = [f"# Warm reruns on {'/'.join(map(str, counts))} GPUs ({runs[0]['device']})", "", f"`{command}`; kbench options "
              f"`{' '.join(KBENCH_ARGS)}`; the first run (fill) builds, every other run finds every build cached.", ""]
     rows = [[r["name"], r.get("date", "?"), f"{r['wall_s']:.1f}",

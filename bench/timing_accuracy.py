@@ -3,17 +3,37 @@ for kernels written as language models write them (bench/timing_tasks.py).
 
 1. `python cli.py run` once over the set (builds in parallel, cached in <work>/cache).
 2. Two profiling processes, one per side (the references; the solutions, each loading
-   kbench's build of it), each call preceded by kbench's L2 flush (a read of 2x the
-   L2 size): torch.profiler (CUPTI) records every kernel, memset and memcpy; a call's
-   device time is the sum of their durations, median over CALLS calls.
-3. Per task and side: kbench's median against that sum. kbench's clock also counts the
-   gaps between a call's kernels, hence the target: within 5% + 1 us per launch.
+   kbench's build of it): torch.profiler (CUPTI) records every kernel, memset and memcpy;
+   a call's device time is the sum of their durations. Two measures per task and side:
+   - cold: each call preceded by kbench's L2 flush (a read of 2x the L2 size); median
+     over CALLS calls.
+   - back to back, as kbench's judge times its held batches: batches of BATCH calls
+     (fewer where their inputs and outputs would pass B2B_MEMORY_SHARE of the free
+     memory; at least MIN_BATCH), each call on inputs of its own drawn before the batch
+     (get_inputs() after a seed of its own, as the judge draws them; clones where that
+     fails or draws other shapes) and an output of its own, kept to the batch's end;
+     one flush before the batch; the calls queued behind a hold (a torch.cuda._sleep
+     longer than the host takes to queue them), so that the device runs them back to
+     back, not at the host's pace. Batches with a marker kernel before each call give
+     each call's kernel sum (median over B2B_BATCHES batches); batches without give the
+     span from call 1's first op to call n's last, over n: the kernels and the gaps
+     between them (median over B2B_BATCHES spans).
+   What running back to back costs a call is in its kernels' durations only in the
+   second measure: writing back the dirty output lines the previous call left in L2,
+   say, which the cold measure's flush (a read) evicts before the call, uncharged.
+3. Per task and side: kbench's median against each kernel sum. kbench's clock also counts
+   the gaps between a call's kernels, hence the target: within 5% + 1 us per launch,
+   judged against the cold sum and, separately, the back-to-back sum.
 4. Injected waits: 12_Tanh with a device-side spin of 10, 50 and 2000 us after its kernel
    in the same stream; kbench(with wait) - kbench(without) must recover the wait within
-   3% or 1 us, whichever is larger.
+   3% or 1 us, whichever is larger. Judged twice: against the nominal wait, and against
+   the spin kernel's duration as the profiler saw it (cold measure). A spin of N us by
+   globaltimer runs N us plus its kernel's own start and exit, which it cannot time; the
+   profiler's duration is what the device did, so the error against it leaves out that
+   overshoot and keeps what kbench's clock adds (the gap before the spin's launch, say).
 
     python bench/timing_accuracy.py --work DIR --md OUT.md --json OUT.json
-    python bench/timing_accuracy.py --dry-run --work DIR     # write and check the files on the CPU
+    python bench/timing_accuracy.py --dry-run --work DIR     # the files and the trace split, checked on the CPU
 """
 from __future__ import annotations
 
@@ -33,6 +53,14 @@ import timing_tasks as tt
 CALLS = 50
 WARMUP = 5  # the first calls load modules, autotune Triton, allocate
 SEED = 42
+# Back to back, as kbench's held batches run: BATCH calls behind one flush, fewer where a
+# batch's inputs and outputs would pass B2B_MEMORY_SHARE of the free memory (never under
+# MIN_BATCH), B2B_BATCHES batches of each kind (marked: per-call sums; unmarked: the span).
+BATCH, MIN_BATCH, B2B_MEMORY_SHARE, B2B_BATCHES = 20, 5, 0.25, 5
+# The hold in front of a batch (a torch.cuda._sleep) must outlast the host's queueing of
+# the batch, or the device runs the calls at the host's pace: HOLD_FACTOR times the host's
+# time for an unprofiled batch (CUPTI slows launches), at least HOLD_MIN_US, 4x per retry.
+HOLD_MIN_US, HOLD_FACTOR, HOLD_TRIES = 1000.0, 4.0, 3
 KBENCH_ARGS = ("--time-budget", "4")  # per task; most stop earlier, once their interval is within 1%
 
 
@@ -109,6 +137,17 @@ def profile_task(task: dict, side: str, flush, markers: dict, scratch: Path) -> 
     calls = split_calls(device_ops(prof, scratch), markers["names"], markers["flush"])[1:]
     if not CALLS - 2 <= len(calls) <= CALLS:
         raise RuntimeError(f"{len(calls) + 1} calls after a flush seen in the trace for {CALLS + 1} calls")
+    cold = {**call_sums(calls), "load_s": round(load_s, 2)}
+    try:
+        with torch.no_grad():
+            cold["b2b"] = profile_back_to_back(problem, model, inputs, flush, markers, scratch)
+    except Exception as e:  # noqa: BLE001 - the cold measure stands without it
+        cold["b2b"] = {"error": f"{type(e).__name__}: {e}"[:400]}
+    return cold
+
+
+def call_sums(calls: list[list[dict]]) -> dict:
+    """Median of the calls' kernel sums, its IQR, launches a call, each kernel's median."""
     sums = [sum(op["dur"] for op in call) for call in calls]
     by_name: dict[str, list[float]] = {}
     for call in calls:
@@ -116,7 +155,189 @@ def profile_task(task: dict, side: str, flush, markers: dict, scratch: Path) -> 
             by_name.setdefault(op["name"][:80], []).append(op["dur"])
     return {"sum_us": statistics.median(sums), "sum_iqr_us": _iqr(sums),
             "launches": statistics.median_high([len(call) for call in calls]),
-            "ops_us": {name: statistics.median(d) for name, d in by_name.items()}, "load_s": round(load_s, 2)}
+            "ops_us": {name: statistics.median(d) for name, d in by_name.items()}}
+
+
+# ---- back to back: kbench's held batches under the profiler ---------------------------------
+
+def profile_back_to_back(problem, model, inputs: list, flush, markers: dict, scratch: Path) -> dict:
+    """B2B_BATCHES marked and as many unmarked batches of n calls, as kbench's judge times
+    them: each call on inputs of its own, drawn before the batch, and an output of its own,
+    kept until the batch ends; one flush before the batch; the calls queued behind a hold,
+    so that the device runs them back to back. A marked batch has a marker before each
+    call, for each call's kernel sum; an unmarked one has none between calls, for the
+    device's span from call 1's first op to call n's last, over n (with the gaps)."""
+    n = batch_size(_nbytes(inputs) + _nbytes(model(*inputs)))
+    draw, how = input_maker(problem, inputs)
+    seeds = iter(range(SEED + 1, SEED + 1 + (2 * B2B_BATCHES + 1) * n))
+
+    def fresh() -> list[list]:
+        return [draw(next(seeds)) for _ in range(n)]
+
+    hold_us = max(HOLD_MIN_US, HOLD_FACTOR * _queue_seconds(model, fresh()) * 1e6)  # and the allocator holds n outputs
+    rate = sleep_cycles_per_us()
+    calls, spans, unmarked = [], [], []
+    for _ in range(B2B_BATCHES):
+        ops, hold_us = profiled_batch(model, fresh(), flush, True, hold_us, rate, scratch)
+        got = batch_calls(ops, markers)
+        if len(got) != n:
+            raise RuntimeError(f"{len(got)} calls seen in the trace of a marked batch of {n}")
+        calls += got
+        ops, hold_us = profiled_batch(model, fresh(), flush, False, hold_us, rate, scratch)
+        got = batch_calls(ops, markers)
+        if len(got) != 1 or not got[0]:
+            raise RuntimeError(f"{[len(seg) for seg in got]} ops seen in the trace of an unmarked batch, not one list")
+        spans.append(span_us(got[0]) / n)
+        unmarked.append(sum(op["dur"] for op in got[0]) / n)
+    return {**call_sums(calls), "span_us": statistics.median(spans), "spans_us": spans,
+            "unmarked_sum_us": statistics.median(unmarked), "batch": n, "batches": B2B_BATCHES, "inputs": how,
+            "hold_us": round(hold_us, 1)}
+
+
+def batch_size(call_bytes: int) -> int:
+    """Calls in a batch: BATCH, fewer where their inputs and outputs would pass
+    B2B_MEMORY_SHARE of the free memory (the allocator's cached blocks count as free)."""
+    import torch
+
+    free = torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    return max(MIN_BATCH, min(BATCH, int(B2B_MEMORY_SHARE * free) // max(call_bytes, 1)))
+
+
+def input_maker(problem, first: list):
+    """(seed -> a call's inputs, how): get_inputs() after torch.manual_seed(seed), as kbench's
+    judge draws each copy ("drawn"); clones of `first` ("clones") where get_inputs fails or
+    draws another shape or dtype, for which kbench refuses to time."""
+    import torch
+
+    def drawn(seed: int) -> list:
+        torch.manual_seed(seed)
+        with torch.device("cuda"):
+            return [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+
+    def clones(_seed: int) -> list:
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in first]
+
+    try:
+        if _layout(drawn(SEED + 1)) == _layout(first):
+            return drawn, "drawn"
+    except Exception:  # noqa: BLE001 - the clones still time the calls back to back
+        pass
+    return clones, "clones"
+
+
+def _layout(xs: list) -> list:
+    import torch
+
+    return [(tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _nbytes(x) -> int:
+    """Bytes of the tensors in x: a tensor, or a list or tuple of them (an output may be either)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    return sum(_nbytes(y) for y in x) if isinstance(x, (list, tuple)) else 0
+
+
+def _queue_seconds(model, inputs: list[list]) -> float:
+    """The host's time to queue a batch, unprofiled and unheld; the outputs kept until it
+    ends, so the allocator holds memory for all of them afterwards: a profiled batch that
+    had to ask the driver for memory would wait for the held stream."""
+    import torch
+
+    started = time.perf_counter()
+    outs = [model(*x) for x in inputs]
+    seconds = time.perf_counter() - started
+    torch.cuda.synchronize()
+    del outs
+    return seconds
+
+
+def sleep_cycles_per_us() -> float:
+    """torch.cuda._sleep counts SM cycles: its rate now, for a hold of a given length."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(1_000_000)
+    end.record()
+    end.synchronize()
+    return 1_000_000 / (start.elapsed_time(end) * 1e3)
+
+
+def profiled_batch(model, inputs: list[list], flush, marked: bool, hold_us: float, rate: float,
+                   scratch: Path) -> tuple[list[dict], float]:
+    """One batch in a profiling session of its own (the inputs of the next are drawn outside
+    any), with the hold it needed: a batch the host had not queued before the hold ended
+    ran at the host's pace, and runs again behind a hold 4x as long."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(HOLD_TRIES):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ahead = queue_batch(model, inputs, flush, marked, int(hold_us * rate))
+        if ahead:
+            return device_ops(prof, scratch), hold_us
+        hold_us *= 4
+    raise RuntimeError(f"the host had not queued {len(inputs)} calls by the end of a hold of {hold_us / 4:.0f} us")
+
+
+def queue_batch(model, inputs: list[list], flush, marked: bool, hold_cycles: int) -> bool:
+    """Queued as marker, flush (these two absorb the records a session can miss at its
+    start), hold, flush, then marker, call 1, [marker,] call 2, ...: the hold is the
+    marker's kernel too, so the ops after the last flush are the calls (batch_calls).
+    True when every call was queued before the hold ended."""
+    import torch
+
+    _marker()
+    flush()
+    torch.cuda._sleep(hold_cycles)
+    held = torch.cuda.Event()
+    held.record()
+    flush()
+    outs = []
+    for i, x in enumerate(inputs):
+        if marked or i == 0:
+            _marker()
+        outs.append(model(*x))
+    ahead = not held.query()
+    torch.cuda.synchronize()
+    return ahead
+
+
+def batch_calls(ops: list[dict], markers: dict) -> list[list[dict]]:
+    """The ops after a batch's flush, one list per marker: each call of a marked batch;
+    all the calls of an unmarked one, as one list."""
+    segments = _segments(ops, markers["names"])
+    flushes = [i for i, seg in enumerate(segments) if [o["name"] for o in seg] == markers["flush"]]
+    if not flushes:
+        raise RuntimeError("no flush seen in the trace of a batch")
+    return segments[flushes[-1] + 1:]
+
+
+def span_us(ops: list[dict]) -> float:
+    """The device's time from the first op's start to the last op's end."""
+    return max(op["ts"] + op["dur"] for op in ops) - min(op["ts"] for op in ops)
+
+
+def check_trace_split() -> str:
+    """--dry-run: the trace splitting on a synthetic trace, queued as the profiling child
+    queues its runs (M the marker, the flush a memset and a sum, a call's own memset
+    among its kernels), each op 1 us with 1 us gaps, the first record lost as a
+    session's can be. Names and times only: no GPU."""
+    markers = {"names": {"M"}, "flush": ["memset", "sum"]}
+    call, prefix = ["a", "memset", "b"], ["M", "memset", "sum", "M", "memset", "sum"]  # queue_batch's; M: the hold
+
+    def ops(names: list[str]) -> list[dict]:
+        return [{"name": name, "ts": 2.0 * i, "dur": 1.0} for i, name in enumerate(names)][1:]
+
+    cold = split_calls(ops(["M", "memset", "sum", "M", *call] * 4), markers["names"], markers["flush"])
+    assert [[op["name"] for op in c] for c in cold] == [call] * 3, cold
+    marked = batch_calls(ops(prefix + ["M", *call] * 3), markers)
+    assert [[op["name"] for op in c] for c in marked] == [call] * 3, marked
+    unmarked = batch_calls(ops(prefix + ["M"] + call * 3), markers)
+    assert len(unmarked) == 1 and span_us(unmarked[0]) / 3 == 17.0 / 3, unmarked
+    return "trace split checked on a synthetic trace: cold calls, a marked batch's calls, an unmarked batch's span"
 
 
 def _iqr(xs: list[float]) -> float:
@@ -212,7 +433,10 @@ def build_rows(results: dict, profiled: dict) -> list[dict]:
         for which in ("ref", "sol"):
             by_path = {os.path.realpath(k): v for k, v in profiled[which]["tasks"].items()}
             prof = by_path.get(os.path.realpath(r["solution_path"]), {"error": "not profiled"})
-            row[which] = {"kbench": tt.side(r, which), "profiler": prof, **compare(tt.side(r, which)["us"], prof)}
+            kb_us = tt.side(r, which)["us"]
+            # The same target against the back-to-back kernel sum (prof["b2b"]: the same keys).
+            row[which] = {"kbench": tt.side(r, which), "profiler": prof, **compare(kb_us, prof),
+                          "b2b": compare(kb_us, prof.get("b2b") or {})}
         rows.append(row)
     return rows
 
@@ -224,8 +448,16 @@ def _cell(s: dict) -> list:
             prof.get("launches", "-"), err, kb["clock"] or "-", tt.us(kb["host_us"])]
 
 
+def _b2b_cells(s: dict) -> list:
+    b2b = s["profiler"].get("b2b") or {}
+    if "sum_us" not in b2b:
+        return [b2b.get("error", "-"), "-"]
+    return [tt.us(b2b["sum_us"]), tt.us(b2b["span_us"])]
+
+
 def wait_rows(rows: list[dict]) -> list[dict]:
-    """Recovered wait = kbench's solution median with the wait less without it."""
+    """Recovered wait = kbench's solution median with the wait less without it, judged
+    against the nominal wait and against the spin kernel's profiled (cold) duration."""
     by_name = {Path(r["solution_path"]).stem: r for r in rows if r["task"].startswith(tt.WAIT_PROBLEM)}
     base = by_name.get(tt.wait_name(0))
     out = []
@@ -235,24 +467,47 @@ def wait_rows(rows: list[dict]) -> list[dict]:
         base_us = base and base["sol"]["kbench"]["us"]
         got = None if kb is None or base_us is None else kb - base_us
         spin = [v for k, v in (r or {}).get("sol", {}).get("profiler", {}).get("ops_us", {}).items() if "spin_wait" in k]
-        allowed = max(0.03 * wait, 1.0)
+        spin_us = spin[0] if spin else None
         out.append({"wait_us": wait, "kbench_us": kb, "base_us": base_us, "recovered_us": got,
-                    "error_us": None if got is None else got - wait, "allowed_us": allowed,
-                    "met": got is not None and abs(got - wait) <= allowed, "spin_kernel_us": spin[0] if spin else None,
+                    **_recovered(got, wait), "spin_kernel_us": spin_us,
+                    **{f"spin_{k}": v for k, v in _recovered(got, spin_us).items()},
                     "clock": r and r["sol"]["kbench"]["clock"]})
     return out
+
+
+def _recovered(got: float | None, want: float | None) -> dict:
+    """A recovered wait against what it should be: within 3% or 1 us, whichever is larger."""
+    if want is None:
+        return {"error_us": None, "allowed_us": None, "met": False}
+    allowed = max(0.03 * want, 1.0)
+    return {"error_us": None if got is None else got - want, "allowed_us": allowed,
+            "met": got is not None and abs(got - want) <= allowed}
+
+
+def _wait_cells(w: dict) -> list:
+    """The nominal columns where they always were, the spin kernel's after them."""
+    error, allowed, met = _judged(w["error_us"], w["allowed_us"], w["met"])
+    return [w["wait_us"], tt.us(w["base_us"]), tt.us(w["kbench_us"]), tt.us(w["recovered_us"]), error, allowed,
+            tt.us(w["spin_kernel_us"]), w["clock"] or "-", met,
+            *_judged(w["spin_error_us"], w["spin_allowed_us"], w["spin_met"])]
+
+
+def _judged(error_us: float | None, allowed_us: float | None, met: bool) -> list[str]:
+    """Cells of one judgement of a recovered wait: error, allowed, met."""
+    return ["-" if error_us is None else f"{error_us:+.2f}", "-" if allowed_us is None else f"{allowed_us:.1f}",
+            "yes" if met else "NO"]
 
 
 def render(rows: list[dict], waits: list[dict], run: dict, command: str, wall_s: float) -> str:
     header = ["task", "status", "ref kbench us", "ref profiler us", "ref launches", "ref error us (%)", "ref clock",
               "ref host us", "sol kbench us", "sol profiler us", "sol launches", "sol error us (%)", "sol clock",
-              "sol host us", "flags", "within 5% + 1 us/launch"]
+              "sol host us", "flags", "within 5% + 1 us/launch", "ref b2b profiler us", "ref span us",
+              "sol b2b profiler us", "sol span us", "within 5% + 1 us/launch of b2b"]
     table = [[r["task"], r["status"], *_cell(r["ref"]), *_cell(r["sol"]), " ".join(r["flags"]) or "-",
-              "yes" if r["ref"]["met"] and r["sol"]["met"] else "NO"] for r in rows]
+              "yes" if r["ref"]["met"] and r["sol"]["met"] else "NO", *_b2b_cells(r["ref"]), *_b2b_cells(r["sol"]),
+              "yes" if r["ref"]["b2b"]["met"] and r["sol"]["b2b"]["met"] else "NO"] for r in rows]
     sides = [r[s] for r in rows for s in ("ref", "sol")]
-    wait_table = [[w["wait_us"], tt.us(w["base_us"]), tt.us(w["kbench_us"]), tt.us(w["recovered_us"]),
-                   "-" if w["error_us"] is None else f"{w['error_us']:+.2f}", f"{w['allowed_us']:.1f}",
-                   tt.us(w["spin_kernel_us"]), w["clock"] or "-", "yes" if w["met"] else "NO"] for w in waits]
+    wait_table = [_wait_cells(w) for w in waits]
     notes = [f"- {r['task']}: {r['status']}: {r['message']}" for r in rows if r["status"] != "ok"]
     return "\n".join([
         "# Timing accuracy: kbench against the profiler's kernel sums",
@@ -260,12 +515,23 @@ def render(rows: list[dict], waits: list[dict], run: dict, command: str, wall_s:
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {run.get('device')}, torch {run.get('torch_version')}, "
         f"CUDA {run.get('cuda_version')}; `{command}` ({wall_s:.0f} s; builds {run.get('build_seconds')} s).",
         "",
-        f"Profiler: median over {CALLS} calls of the sum of a call's kernel, memset and memcpy durations (CUPTI), "
-        "each call after kbench's L2 flush (excluded), one process per side. kbench: its ref/sol medians, from one "
-        f"run with {' '.join(KBENCH_ARGS)}; tasks are timed as their builds finish, so the first ones (the Triton "
-        "tasks, which have none) ran while later builds loaded the host, as in any kbench run.",
+        f"Profiler, cold ('profiler us'): median over {CALLS} calls of the sum of a call's kernel, memset and memcpy "
+        "durations (CUPTI), each call after kbench's L2 flush (excluded), one process per side. Profiler, back to "
+        f"back ('b2b profiler us'), as kbench's held batches run: batches of up to {BATCH} calls (at least "
+        f"{MIN_BATCH}; fewer where their inputs and outputs would pass {B2B_MEMORY_SHARE:.0%} of the free memory), "
+        "each call on inputs of its own drawn before the batch and an output of its own, one flush before the batch, "
+        "the calls queued behind a hold so that the device runs them without waiting for the host; the median of "
+        f"each call's kernel sum over {B2B_BATCHES} batches with a marker kernel between calls. 'span us': the "
+        "device's time from the first op of call 1 to the last op of call n, over n, median over "
+        f"{B2B_BATCHES} batches without markers: the kernels and the gaps between them. kbench: its ref/sol "
+        f"medians, from one run with {' '.join(KBENCH_ARGS)}; tasks are timed as their builds finish, so the first "
+        "ones (the Triton tasks, which have none) ran while later builds loaded the host, as in any kbench run.",
         "",
-        f"**{sum(s['met'] for s in sides)} of {len(sides)} sides within 5% + 1 us per launch.**",
+        f"**{sum(s['met'] for s in sides)} of {len(sides)} sides within 5% + 1 us per launch "
+        "(cold, one call after a flush).**",
+        "",
+        f"**{sum(s['b2b']['met'] for s in sides)} of {len(sides)} sides within 5% + 1 us per launch "
+        "(back to back, as kbench times them).**",
         "",
         tt.md_table(header, table),
         *(["", "Tasks not ok:", *notes] if notes else []),
@@ -273,13 +539,26 @@ def render(rows: list[dict], waits: list[dict], run: dict, command: str, wall_s:
         "## Injected device waits",
         "",
         f"{tt.WAIT_PROBLEM} with a spin of N us after its kernel, in the same stream (globaltimer edges, "
-        "cycle-interpolated). Recovered = kbench's solution median with the wait less without it; target 3% or 1 us, "
-        "whichever is larger. 'spin kernel' is the profiler's median duration of the spin itself.",
+        "cycle-interpolated). Recovered = kbench's solution median with the wait less without it, judged twice, "
+        "each time within 3% or 1 us, whichever is larger:",
         "",
-        f"**{sum(w['met'] for w in waits)} of {len(waits)} waits recovered within target.**",
+        "- against the nominal wait, N us ('error vs nominal us', 'allowed vs nominal us', 'met vs nominal'): what "
+        "the solution asked for;",
+        "- against the spin kernel ('error vs spin kernel us', 'allowed vs spin kernel us', 'met vs spin kernel'): "
+        "'spin kernel us' is the profiler's median duration of the spin kernel itself (cold measure), what the device "
+        "did. A spin of N us by globaltimer runs N us from its own first instructions, plus its kernel's start and "
+        "exit, which no clock inside it sees, so the spin kernel runs longer than N: the error against the nominal "
+        "wait carries that overshoot, the error against the spin kernel only what kbench's clock adds to what the "
+        "device ran (the gap before the spin's launch, for one).",
         "",
-        tt.md_table(["wait us", "kbench without us", "kbench with us", "recovered us", "error us", "allowed us",
-                     "spin kernel us", "clock", "met"], wait_table),
+        f"**{sum(w['met'] for w in waits)} of {len(waits)} waits recovered within 3% or 1 us of the nominal wait.**",
+        "",
+        f"**{sum(w['spin_met'] for w in waits)} of {len(waits)} waits recovered within 3% or 1 us of the spin "
+        "kernel's profiled duration.**",
+        "",
+        tt.md_table(["wait us", "kbench without us", "kbench with us", "recovered us", "error vs nominal us",
+                     "allowed vs nominal us", "spin kernel us", "clock", "met vs nominal", "error vs spin kernel us",
+                     "allowed vs spin kernel us", "met vs spin kernel"], wait_table),
     ])
 
 
@@ -299,6 +578,7 @@ def main() -> None:
     problems, solutions = tt.write_work(work)
     if a.dry_run:
         print("\n".join(tt.validate(problems, solutions)))
+        print(check_trace_split())
         print(f"dry run ok: files in {work}")
         return
     started = time.monotonic()
@@ -309,7 +589,8 @@ def main() -> None:
     command = "python bench/timing_accuracy.py " + " ".join(sys.argv[1:])
     run = results.get("run", {})
     tt.write_outputs(render(rows, waits, run, command, time.monotonic() - started),
-                     {"run": run, "kbench_args": KBENCH_ARGS, "calls": CALLS, "tasks": rows, "waits": waits,
+                     {"run": run, "kbench_args": KBENCH_ARGS, "calls": CALLS, "batch": BATCH, "min_batch": MIN_BATCH,
+                      "b2b_batches": B2B_BATCHES, "tasks": rows, "waits": waits,
                       "flush_names": profiled["ref"].get("flush_names")}, a.md, a.json)
 
 

@@ -123,7 +123,8 @@ class SideTiming:
     iqr_ms: float
     n: int
     samples_ms: tuple[float, ...] = ()
-    # How the batches ran: cuda_graph (one replay of the batch's calls captured in a
+    # How the batches ran: cuda_hold (the calls queued behind a hold the judge released:
+    # the device's time), cuda_graph (one replay of the batch's calls captured in a
     # CUDA graph), cuda_burst (the calls eagerly, back to back) or cpu_clock.
     clock: Optional[str] = None
     # The side's own median time to issue one call (Python, allocations, launches): the
@@ -142,7 +143,7 @@ class Timing:
     sol: SideTiming
     speedup: float
     speedup_ci: tuple[float, float]
-    clock: str  # "cuda_graph", "cuda_burst" or "cpu_clock"
+    clock: str  # "cuda_hold", "cuda_graph", "cuda_burst" or "cpu_clock"
     stop_reason: str  # "converged" | "budget" | "max_samples"
     floor_ms: Optional[float] = None  # HBM floor: bytes that must move / bandwidth
     bytes_moved: Optional[int] = None
@@ -240,10 +241,12 @@ class TimingConfig:
     target_rel_ci: float = 0.01  # stop when each median's 95% interval is within +-1%
     block: int = 5  # pairs of batches (one per side, alternating) between checks of the stop rule
     warmup_s: float = 0.2
-    # "auto": a batch's calls captured in a CUDA graph when either side's warm-up call
-    # is under graph_below_ms (there a launch costs as much as the kernel) and the
-    # candidate's graph recomputes its outputs; "events": eager batches only (the name
-    # of the per-call events this mode once used); "graph": graphs wherever valid.
+    # "auto": a batch's calls held behind a hold the judge releases (judge/held.py) where
+    # the candidate's forward queues them; otherwise captured in a CUDA graph when either
+    # side's warm-up call is under graph_below_ms (there a launch costs as much as the
+    # kernel) and the candidate's graph recomputes its outputs; "hold": as auto;
+    # "events": eager batches only (the name of the per-call events this mode once
+    # used); "graph": graphs wherever valid.
     mode: str = "auto"
     graph_below_ms: float = 0.05
 

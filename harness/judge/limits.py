@@ -68,6 +68,18 @@ HANG_IMPORT_S = _seconds("KBENCH_HANG_IMPORT_S", 30.0)
 # candidate's word; a candidate that starts a child only to wait longer gains at
 # most this, which --timeout (300 s by default) bounds anyway.
 HANG_BUILD_S = _seconds("KBENCH_HANG_BUILD_S", 300.0)
+# A first call past its wall limit that is still computing (Triton's JIT and autotuning
+# run in the candidate's own threads, ptxas and inductor's workers in its children) is
+# compiling on a host that gives it less than a core: a Triton RMSNorm's first call ran
+# 32 s of wall time beside 60 builds (4 x H100, 2026-11-27), past the 30 s floor. It runs
+# on while its CPU time (its threads' and its children's) grows by at least this share
+# of a core between two looks, until it has used its limit in CPU seconds, within
+# HANG_BUILD_S. A sleep, a lock or a wait on the GPU that yields uses none of it; a
+# compile niced below busy neighbours still gets more: a duty-cycled process at nice 5
+# beside three busy ones on 2 cores read under a tenth of a core over 2 s (2026-11-27).
+# A first call that computes without end is hung all the same: once it has used its
+# limit in CPU seconds, or at HANG_BUILD_S of wall time, whichever comes first.
+PROGRESS_SHARE = 0.02
 # Requests that run no forward (ping, bind, output): the candidate answers at
 # once, save for copying a large output back (the reference, writing the same
 # output, bounds that through the factor).
@@ -83,20 +95,27 @@ class Limit:
     why: str
     first: bool = False
     build_s: float | None = None  # how far the limit may move while the candidate runs a child process
+    # A first call's: past `seconds` of wall time it runs on while it computes, until it has
+    # used this many CPU seconds (PROGRESS_SHARE); None where the wall limit alone holds.
+    cpu_s: float | None = None
     # The limit instead of `seconds` once the GPU has been busy for HANG_BUSY_S straight
     # (a first call's); None where the two are the same.
     busy_after_s: float | None = None
     busy_why: str = ""
 
-    def message(self, phase: str, ran_s: float, busy_s: float | None = None) -> str:
-        """`busy_s`: the call was ended by the GPU-busy rule, after that many seconds busy."""
+    def message(self, phase: str, ran_s: float, busy_s: float | None = None, cpu_used_s: float | None = None) -> str:
+        """`busy_s`: the call was ended by the GPU-busy rule, after that many seconds busy.
+        `cpu_used_s`: the CPU seconds the candidate used in the request, where they were read."""
         if busy_s is not None:
             return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}, the GPU busy without a pause and "
                     f"no compiler running for the last {_duration(busy_s)} (KBENCH_HANG_BUSY_S), past "
                     f"{_duration(self.busy_after_s or 0.0)} ({self.busy_why}); candidate killed")
         building = f"; up to {_duration(self.build_s)} while it runs a child process" if self.build_s else ""
-        return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}, past its limit of "
-                f"{_duration(self.seconds)} ({self.why}{building}); candidate killed")
+        computing = (f"; longer while it computes, until it has used {_duration(self.cpu_s)} of CPU"
+                     if self.cpu_s else "")
+        used = f" and used {_duration(cpu_used_s)} of CPU" if cpu_used_s is not None else ""
+        return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}{used}, past its limit of "
+                f"{_duration(self.seconds)} ({self.why}{computing}{building}); candidate killed")
 
 
 # Before the import: the candidate process importing torch is kbench's own start-up,
@@ -116,15 +135,16 @@ def for_calls(ref_s: float | None, what: str, calls: int = 1, first: bool = Fals
     floor = HANG_FIRST_MIN_S if first else HANG_MIN_S
     per = f"{HANG_FACTOR:g}x the reference's {_duration(ref_s)}" + (f" x {calls} calls" if calls > 1 else "")
     build_s = max(HANG_BUILD_S, scaled, floor) if first else None
+    cpu_s = max(scaled, floor) if first else None
     if scaled >= floor:
-        return Limit(scaled, what, per, first, build_s)
+        return Limit(scaled, what, per, first, build_s, cpu_s)
     kind = "a first call, which may compile, KBENCH_HANG_FIRST_MIN_S" if first else "a call, KBENCH_HANG_MIN_S"
     why = f"the floor for {kind}; {per} is {_duration(scaled)}"
     if not first:
         return Limit(floor, what, why, first, build_s)
     later = max(scaled, HANG_MIN_S)
     busy_why = per if scaled >= HANG_MIN_S else f"the floor for a call, KBENCH_HANG_MIN_S; {per} is {_duration(scaled)}"
-    return Limit(floor, what, why, first, build_s, busy_after_s=later, busy_why=busy_why)
+    return Limit(floor, what, why, first, build_s, cpu_s, busy_after_s=later, busy_why=busy_why)
 
 
 def for_other(ref_s: float | None, op: str) -> Limit:

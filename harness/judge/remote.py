@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from ..shared import channel, sandbox
 from ..shared.isolate import describe_exit
-from .freeze import Freezer
+from .freeze import Freezer, process_cpu_seconds
 from .spawn import Spawned, spawn_candidate
 
 _perf = time.perf_counter
@@ -30,6 +30,8 @@ _perf = time.perf_counter
 BUILD_POLL_S = 2.0
 # How often a first call samples whether the GPU is busy (BusyRule).
 BUSY_POLL_S = 0.5
+# How often a request with a `watch` calls it while its reply is out (a held batch's queueing).
+WATCH_POLL_S = 0.002
 # How long a timed request's reply is waited for by polling without sleeping, at most
 # (a GPU host has cores to spare; a longer batch meets the scheduler's wake-up once).
 SPIN_S = 0.25
@@ -45,10 +47,41 @@ class CandidateGone(Exception):
 class CandidateHung(Exception):
     """The candidate did not answer within the request's limit and was killed."""
 
-    def __init__(self, ran_s: float, busy_s: float | None = None):
+    def __init__(self, ran_s: float, busy_s: float | None = None, cpu_used_s: float | None = None):
         super().__init__(f"no reply after {ran_s:.1f} s")
         self.ran_s = ran_s
         self.busy_s = busy_s  # set when it was the GPU-busy rule that ended the request
+        self.cpu_used_s = cpu_used_s  # the CPU it used in the request, where a CpuRule read it
+
+
+@dataclass(frozen=True)
+class CpuRule:
+    """More time for a request past its wall limit while the candidate computes (a first
+    call compiling on a busy host): it runs on while `used` (CPU seconds of the candidate
+    and all it started) grows by at least `min_share` of a core between two looks, until
+    it has grown by `cpu_s` over the request (limits.PROGRESS_SHARE)."""
+
+    cpu_s: float
+    min_share: float
+    used: Callable[[], float]
+
+
+class _Progress:
+    """One request's readings of a CpuRule."""
+
+    def __init__(self, rule: CpuRule, t0: float):
+        self.rule = rule
+        self.start = self.last = rule.used()
+        self.t_last = t0
+
+    def computing(self, now: float) -> bool:
+        used = self.rule.used()
+        share = (used - self.last) / max(now - self.t_last, 1e-3)
+        self.last, self.t_last = used, now
+        return used - self.start < self.rule.cpu_s and share >= self.rule.min_share
+
+    def spent(self) -> float:
+        return self.last - self.start
 
 
 @dataclass(frozen=True)
@@ -91,19 +124,23 @@ class Remote:
 
     def request(self, header: dict, fds: list[int] = (), limit_s: float | None = None,
                 build_s: float | None = None, busy: BusyRule | None = None,
-                spin: bool = False) -> tuple[dict, list[bytes]]:
+                spin: bool = False, cpu: CpuRule | None = None,
+                watch: Callable[[], None] | None = None) -> tuple[dict, list[bytes]]:
         """Send one request, wait for its reply; the wall time is in last_wall_s.
         Past `limit_s` seconds (the judge's clock, from the send) the candidate is
         killed and CandidateHung raised: no reply, however it trickles in, moves that.
         With `build_s`, a candidate that is still running a child process when the
         limit passes (a compiler: an import or a first call may build) gets more
-        time, BUILD_POLL_S at a time, up to build_s from the send. With `busy`, it is
+        time, BUILD_POLL_S at a time, up to build_s from the send, and so does one that
+        is still computing (`cpu`: CpuRule). With `busy`, it is
         hung sooner while the GPU is busy without a pause (BusyRule). The candidate
         is continued first and stopped again (signalled, not waited for: see
         wait_stopped) once its reply is in. With `spin`, the reply is waited for by
-        polling without sleeping (a timed request: no wake-up in its measure)."""
+        polling without sleeping (a timed request: no wake-up in its measure). `watch`
+        is called every WATCH_POLL_S while the reply is out (it may act, not decide)."""
         self.freezer.thaw()
         t0 = _perf()
+        progress = _Progress(cpu, t0) if cpu is not None and limit_s is not None and build_s is not None else None
         try:
             if limit_s is None:
                 channel.send(self.sock, header, fds=list(fds))
@@ -112,12 +149,13 @@ class Remote:
                 channel.send(_Bounded(self.sock, t0 + limit_s), header, fds=list(fds))
                 if spin:
                     self._spin(t0 + min(limit_s, SPIN_S))
-                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s, busy)
+                deadline = self._wait_for_reply(t0, t0 + limit_s, build_s, busy, progress, watch)
                 reply, blobs, extra_fds = channel.recv(_Bounded(self.sock, deadline))
         except TimeoutError as e:
             self.last_wall_s = _perf() - t0
             self.kill()
-            raise CandidateHung(self.last_wall_s, getattr(e, "busy_s", None)) from None
+            raise CandidateHung(self.last_wall_s, getattr(e, "busy_s", None),
+                                progress.spent() if progress is not None else None) from None
         except (channel.ChannelError, OSError) as e:
             self.last_wall_s = _perf() - t0
             self.freezer.stop()
@@ -139,7 +177,8 @@ class Remote:
             pass
 
     def _wait_for_reply(self, t0: float, deadline: float, build_s: float | None,
-                        busy: BusyRule | None = None) -> float:
+                        busy: BusyRule | None = None, progress: _Progress | None = None,
+                        watch: Callable[[], None] | None = None) -> float:
         """Wait until the reply starts (or the channel closes); returns the deadline the
         rest of the reply must meet. Nothing is read here, so waiting on is safe."""
         poller = select.poll()
@@ -148,8 +187,13 @@ class Remote:
         while True:
             left = deadline - _perf()
             if left > 0:
-                if poller.poll(math.ceil((left if busy is None else min(left, BUSY_POLL_S)) * 1e3)):
+                wait_s = left if busy is None else min(left, BUSY_POLL_S)
+                if watch is not None:
+                    wait_s = min(wait_s, WATCH_POLL_S)
+                if poller.poll(math.ceil(wait_s * 1e3)):
                     return deadline
+                if watch is not None:
+                    watch()
                 if busy is not None:
                     held = busy.sample()
                     if held is None:
@@ -160,13 +204,23 @@ class Remote:
                     if busy_since is not None and now - t0 >= busy.after_s and now - busy_since >= busy.streak_s:
                         raise _GpuHeld(now - busy_since)
                 continue
-            if build_s is None or _perf() - t0 >= build_s or not self.building():
+            if build_s is None or _perf() - t0 >= build_s:
+                raise TimeoutError("the request's limit has passed")
+            # Each look asks both: a compile's CPU time is the reference for the next look.
+            computing = progress is not None and progress.computing(_perf())
+            if not (self.building() or computing):
                 raise TimeoutError("the request's limit has passed")
             deadline = min(_perf() + BUILD_POLL_S, t0 + build_s)
 
     def wait_stopped(self) -> None:
         """Until the candidate and all it started have stopped (after a reply)."""
         self.freezer.wait_stopped()
+
+    def cpu_used(self) -> float:
+        """CPU seconds the candidate (all its threads) and every process it started
+        (their threads, and those they reaped; those it reaped itself, and detached)
+        have used so far: the kernel's accounting, not the candidate's word."""
+        return process_cpu_seconds(self.proc.pid) + sandbox.started_by(os.getpid(), self.proc.pid)
 
     def building(self) -> bool:
         """Whether the candidate runs a child process now: torch's extension builder

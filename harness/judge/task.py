@@ -27,7 +27,7 @@ from . import limits
 from .drain import Drain
 from .gpu_busy import GpuBusy
 from .read import OutputUnreadable, Reader
-from .remote import BusyRule, CandidateError, CandidateGone, CandidateHung, Remote
+from .remote import BusyRule, CandidateError, CandidateGone, CandidateHung, CpuRule, Remote
 
 _perf = time.perf_counter
 
@@ -108,6 +108,9 @@ class Judge:
         self._drain: Drain | None = None
         self._flush_buf: torch.Tensor | None = None
         self.pre_fixed_s: list[float] = []  # empty timed batches before the solution was imported (timing.py)
+        self.holds = None  # held.Holds: the hold page, lent to the candidate before its import (timing.py)
+        self.hold_unavailable: str | None = None  # why batches cannot be held here
+        self.pre_hold_s: list[float] = []  # empty held batches before the import
 
     # -- plumbing -------------------------------------------------------------
     @contextlib.contextmanager
@@ -140,7 +143,12 @@ class Judge:
                 self._flush_buf = torch.ones(2 * l2 // 4, dtype=torch.int32, device=self.device)
             else:
                 self._flush_buf = torch.ones(8 * 2**20, dtype=torch.int32)
-        self._flush_buf.sum()
+        if self.device.type == "cuda":
+            self._flush_buf.sum()
+        else:
+            # The same 32 MB read; on the CPU an int32 sum widens every element (33 ms on
+            # one thread of the 2-core CI host), a max reads them at memory speed (1.2 ms).
+            self._flush_buf.max()
         self.sync()
 
     def run_reference_once(self) -> None:
@@ -216,18 +224,21 @@ class Judge:
                 self.notes.append(note)
 
     def ask(self, header: dict, fds: list[int] = (), when: str = "",
-            limit: limits.Limit | None = None, spin: bool = False) -> tuple[dict, list[bytes]]:
+            limit: limits.Limit | None = None, spin: bool = False,
+            watch: Callable[[], None] | None = None) -> tuple[dict, list[bytes]]:
         """A request to the candidate; its failures become statuses. `limit`: how long
         it may run (requests that run forward pass theirs; the rest run none)."""
         limit = limit or limits.for_other(self.ref_call_s, str(header.get("op")))
-        busy = None
+        busy = cpu = None
         if limit.busy_after_s is not None and self.gpu_busy is not None:
             busy = BusyRule(limit.busy_after_s, limits.HANG_BUSY_S, self.gpu_busy.busy)
+        if limit.cpu_s is not None:
+            cpu = CpuRule(limit.cpu_s, limits.PROGRESS_SHARE, self.remote.cpu_used)
         try:
             reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
-                                               limit.build_s, busy, spin)
+                                               limit.build_s, busy, spin, cpu, watch)
         except CandidateHung as e:
-            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s)) from None
+            raise TaskFailed(Status.TIMEOUT, limit.message(self.phase_name, e.ran_s, e.busy_s, e.cpu_used_s)) from None
         except CandidateGone as e:
             raise TaskFailed(Status.CRASHED, f"{e} during {self.phase_name}")
         except CandidateError as e:

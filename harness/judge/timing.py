@@ -25,7 +25,7 @@ candidate reports enters a figure:
     wake-up), a lower one is timing_mismatch and the measure is the figure
     (Timer._after).
 Batches are long enough that the fixed cost is at most 2% of them (10 ms
-on a GPU, 20 ms on the CPU, or 50 times the fixed cost), as far as memory for
+on a GPU, 5 ms on the CPU, or 50 times the fixed cost), as far as memory for
 one input copy per call allows. Calls of a few microseconds run as one replay
 of n calls captured in a CUDA graph, where the graph recomputes the output
 from new inputs (a launch on the legacy default stream is missing from a
@@ -43,19 +43,28 @@ from typing import Any, Callable
 
 import torch
 
-from ..shared import batches, channel, sandbox, stats
-from . import check
+from ..shared import batches, channel, hold, sandbox, stats
+from . import check, held
 from ..discover import shapes
 from ..shared.locate import Locator
 from .read import span_bytes
 from ..records import Flag, Status
-from . import limits
+from . import limits, stopping
 from .task import Judge, TaskFailed
 
 _perf = time.perf_counter
 TRACE = bool(os.environ.get("KBENCH_TIMING_TRACE"))  # one line per batch in the task's log
 EMPTY_BATCHES = 11
-TARGET_S = {"cuda": 0.010, "cpu": 0.020}  # a batch's length, before the fixed cost's 50x
+EMPTY_MIN = 3  # empty batches after the import, at least, when the budget is short (11 stand before it)
+WARM_PAIRS = 2  # pairs of single calls in the warm-up, where the budget has room (the first is not used;
+# the check has called the candidate on these shapes already)
+WARM_SHARE_OF_BUDGET = 0.1  # and warmup_s, or this share of the budget if less
+# A batch's length, before the fixed cost's 50x. On the CPU the measure is CPU time, whose
+# fixed cost is ~0.08 ms a batch (the wake-up is not in it): 5 ms keeps it under 2%, and a
+# pair of short batches costs the judge less drawing, reading and comparing (a 1.3 ms C++
+# affine: 3 calls a batch, 80 ms a pair, against 13 calls and 280 ms at 20 ms), so that a
+# budget holds more of them.
+TARGET_S = {"cuda": 0.010, "cpu": 0.005}
 FIXED_SHARE = 0.02  # the fixed cost of a batch is at most this share of it
 MAX_CALLS = 4096  # calls per batch (copies of the inputs, outputs kept)
 MAX_BATCH_S = 0.2  # the slower side's batch at most (a 1000x gap: the faster side's batch is then short)
@@ -67,6 +76,12 @@ MUTATION_EVERY = 5  # compare a lent copy with its values every 5th pair
 # microsecond call; events miss only work outside their stream, or are forged.
 CLAIM_SHARE = 0.15
 CLAIM_BATCH_S = 0.5e-3
+# The same for held batches (clock cuda_hold), where the judge's measure is the device's
+# time: a held batch's events sat within 2% of it on an H100 (bench/hold_probe.md), and
+# what a batch costs beyond its calls varies by tens of us.
+HOLD_CLAIM_SHARE = 0.08
+HOLD_CLAIM_BATCH_S = 0.15e-3
+HOLD_BUSY_S = 0.05  # how long the judge waits for the GPU to go idle around a held batch's input write
 # A reference batch whose wall time (less the fixed cost) exceeds its own events by this share, and
 # this much, met other work on the GPU: measured again, up to CONTENDED_RETRIES times.
 # (Another context's time slice on an H100 is ~2 ms; a batch's fixed cost varies by tens of us.)
@@ -104,19 +119,58 @@ class PairResult:
     out_bytes: int = 0
 
 
-def empty_batches(judge: Judge, n: int = EMPTY_BATCHES) -> list[float]:
+def empty_batches(judge: Judge, n: int = EMPTY_BATCHES,
+                  enough: Callable[[int, float], bool] | None = None) -> list[float]:
     """Seconds of `n` empty batches, measured exactly as a batch is, each after the
     judge has made inputs and run the reference once with the candidate stopped, as
     it does between two of the candidate's timed batches: a process stopped while
     the GPU moved gigabytes for another answers later, and the GPU switches to it
     later (on an H200, 2026-11-26: ~0.5 ms more than empty batches back to back,
-    which a 3 ms call timed one per batch read as 16% slower)."""
+    which a 3 ms call timed one per batch read as 16% slower). `enough(taken, each_s)`
+    may end them sooner (the timing budget's share for them: stopping.Budget)."""
     limit = limits.for_other(judge.ref_call_s, "batch")
-    out = []
-    for _ in range(n):
+
+    def one() -> float:
         if judge.device.type == "cuda":  # on the CPU the measure is CPU time: waiting costs none
             judge.run_reference_once()
-        out.append(measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0])
+        return measure_candidate(judge, {"op": "batch", "n": 0}, limit)[0]
+
+    out = _repeat(one, n, enough)
+    if judge.device.type == "cuda" and judge.holds is None and judge.hold_unavailable is None:
+        try:
+            judge.holds = held.Holds(judge)
+        except hold.HoldUnavailable as e:
+            judge.hold_unavailable = str(e)
+        else:
+            judge.pre_hold_s = empty_holds(judge, n)
+    return out
+
+
+def empty_holds(judge: Judge, n: int = EMPTY_BATCHES,
+                enough: Callable[[int, float], bool] | None = None) -> list[float]:
+    """Seconds of `n` empty held batches of the candidate's (held.py), each as a held
+    batch is timed: after a reference call, the GPU drained and L2 flushed. `enough` as
+    for empty_batches."""
+    limit = limits.for_other(judge.ref_call_s, "batch")
+
+    def one() -> float:
+        judge.run_reference_once()
+        q = judge.holds.queue(0, limit)
+        judge.drain.wait()
+        judge.flush_caches()
+        return judge.holds.release("candidate", q.seq, limit) + judge.drain.settle()
+
+    return _repeat(one, n, enough)
+
+
+def _repeat(measure: Callable[[], float], n: int, enough: Callable[[int, float], bool] | None) -> list[float]:
+    """n measures, or fewer once `enough(taken, the longest one took)` says so."""
+    out: list[float] = []
+    each_s = 0.0
+    while len(out) < n and not (enough is not None and enough(len(out), each_s)):
+        t0 = _perf()
+        out.append(measure())
+        each_s = max(each_s, _perf() - t0)
     return out
 
 
@@ -163,24 +217,51 @@ class Timer:
         self.ref_eager: batches.Eager | None = None
         self.locator = Locator(judge.device)
         self.sched = _scheduling()  # the judge's own, as it started timing
+        self.holding = False  # batches held (held.py) rather than eager or graphs
+        self.call_host_s = 0.0  # the candidate's host time to issue a call, from the warm-up
         self.cotenant_s = self.ref_wall_s = 0.0  # the candidate's CPU beside the reference's batches, and their wall
+        self.one_s = 0.0  # the wall time of a pair of single calls (the warm-up's)
+        self.many: tuple[int, float] | None = None  # (calls, wall seconds) of the pair of WARM_CALLS, where it ran
 
     # -- fixed costs ------------------------------------------------------------
     def _fixed_costs(self) -> None:
         # The lower quartile, not the median: a host busy while they were measured (builds
         # beside a cold run) slows some of them, and a fixed cost read high makes the judge's
-        # measure of every batch read low.
-        post = stats.quantile(empty_batches(self.j), 0.25)
+        # measure of every batch read low. As many as the budget's share for them allows
+        # (EMPTY_MIN at least): the ones measured before the import stand beside them.
+        enough = lambda taken, each_s: self.budget.fixed_costs_done(taken, EMPTY_MIN, EMPTY_BATCHES, each_s)  # noqa: E731
+        post = stats.quantile(empty_batches(self.j, EMPTY_BATCHES, enough), 0.25)
         pre = stats.quantile(self.j.pre_fixed_s, 0.25) if self.j.pre_fixed_s else post
         self.fixed_s = min(pre, post)
         self.fixed_parts = (pre, post)
         empty = batches.Eager(self.j.forward_reference, [])
         self.ref_fixed_s = stats.quantile([self._measure_reference(empty, 0)[0] for _ in range(EMPTY_BATCHES)], 0.25)
         self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
+        self.hold_fixed = None
+        if self.cuda and self.j.holds is not None and self.cfg.mode in ("auto", "hold"):
+            post = stats.quantile(empty_holds(self.j, EMPTY_BATCHES, enough), 0.25)
+            pre = stats.quantile(self.j.pre_hold_s, 0.25) if self.j.pre_hold_s else post
+            limit = limits.for_other(self.j.ref_call_s, "batch")
+            ref = [self.j.holds.reference(empty, 0, limit)[0] for _ in range(EMPTY_BATCHES)]
+            self.hold_fixed = (min(pre, post), stats.quantile(ref, 0.25), (pre, post))
+
+    def _use_holds(self) -> None:
+        """From now on batches are held: their fixed costs are the held batches'."""
+        self.holding = True
+        self.eager_fixed = (self.fixed_s, self.ref_fixed_s, self.fixed_parts)
+        self.fixed_s, self.ref_fixed_s, self.fixed_parts = self.hold_fixed
+        self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
+
+    def _drop_holds(self) -> None:
+        self.holding = False
+        self.fixed_s, self.ref_fixed_s, self.fixed_parts = self.eager_fixed
+        self.result.fixed_ms, self.result.ref_fixed_ms = self.fixed_s * 1e3, self.ref_fixed_s * 1e3
 
     def _measure_reference(self, batch, n: int, log: batches.Log | None = None) -> tuple[float, float | None, float]:
         """(seconds, its events in ms, its host ms) of one reference batch, measured as the
         candidate's are: wall time ended with a drained GPU, or on the CPU this process's CPU time."""
+        if self.holding:
+            return self.j.holds.reference(batch, n, self.limit, log)
         clock = _perf if self.cuda else time.process_time
         t0 = clock()
         ms, host_ms = batches.run_timed(batch, n, self.j.device, log)
@@ -216,6 +297,10 @@ class Timer:
         waits for its inputs to change (cuStreamWaitValue32 on a lent buffer) is woken
         once, right before its batch, and what it runs then is found by the probe that
         follows (Timer._pair), not hidden behind the judge's minutes of drawing."""
+        self._draw(n)
+        self._write_lent(n)
+
+    def _draw(self, n: int) -> None:
         for i in range(n):
             values = self.j.make_inputs(self._next_seed())
             for s, v in zip(self.staging, values):
@@ -225,6 +310,8 @@ class Timer:
                                          f"problem file {self.j.spec['problem_path']}: get_inputs() returns inputs of "
                                          "another shape or dtype for another seed; timing needs the same each time")
                     s[i].copy_(v)
+
+    def _write_lent(self, n: int) -> None:
         for lent, own in zip(self.stacked, self.staging):
             if isinstance(lent, torch.Tensor):
                 lent[:n].copy_(own[:n])
@@ -250,17 +337,56 @@ class Timer:
         sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
         self.j.note_threads(reply)
         outs = self.graph_outs if graph else self._read_calls(reply, n)
-        # The candidate's bookkeeping per call, done here too (and thrown away), with a
-        # batch kept from one pair to the next as the candidate keeps its: each batch frees
-        # the last one's outputs as it starts, on both sides.
-        log = batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
-        if graph:
-            ref_batch = self.graphs[0]
-        else:
-            if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
-                self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
-            ref_batch = self.ref_eager
-        ref = self._reference_batch(ref_batch, n, None if graph else log, keep)
+        ref, base = self._reference_and_compare(self.graphs[0] if graph else self._eager_reference(), outs, n,
+                                                graph, keep)
+        sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
+        return Pair(n, ref, sol, base, outs, busy_before)
+
+    def _held_pair(self, n: int, keep: bool = True) -> "Pair":
+        """One pair of held batches (held.py) on the same fresh values. The candidate
+        queues its calls first; then, with it frozen and the GPU idle, the judge writes
+        the inputs (work set off by that write, or still running from before, is
+        busy_before, as in _pair), flushes L2, and times the release to the done word,
+        plus any work of the candidate's still on the GPU after it. Its calls cannot
+        have read the inputs before they were written: their outputs are compared."""
+        self._draw(n)
+        q = self.j.holds.queue(n, self.limit, self.call_host_s)
+        if q.stalled_at is not None:
+            self.j.quiesce()  # the calls ran unheld once released: let them finish, unjudged
+            raise held.Stalled("candidate", q.stalled_at)
+        self.j.note_threads(q.reply)
+        # Bounded: work of the candidate's other streams that waits for the held one reads
+        # as a busy GPU until the release (07_untimed_work/side_stream.py: the probe never
+        # came back fast), and such a batch is not a held one (_try_holds).
+        busy_before = self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
+        self._write_lent(n)
+        self.j.sync()
+        busy_before += self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
+        self._flush()
+        seconds = self.j.holds.release("candidate", q.seq, self.limit)
+        late = self.j.drain.settle()
+        if TRACE:
+            print(f"[kbench trace] held candidate n={n}: {seconds * 1e6:.0f} us to done, late {late * 1e6:.0f} us, "
+                  f"busy before {busy_before * 1e6:.0f} us", flush=True)
+        outs = self._read_calls(q.reply, n)
+        claim = self.j.holds.claim(q.seq)
+        ref, base = self._reference_and_compare(self._eager_reference(), outs, n, False, keep)
+        return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before)
+
+    def _eager_reference(self) -> batches.Eager:
+        """The reference's eager batch over the judge's current copies (kept from one pair
+        to the next, as the candidate keeps its: each batch frees the last one's outputs)."""
+        if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
+            self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
+        return self.ref_eager
+
+    def _reference_and_compare(self, ref_batch, outs: list, n: int, graph: bool, keep: bool) -> tuple:
+        """What every pair does after the candidate's batch, whatever timed it: the
+        reference's batch on the same values (with the candidate's bookkeeping per call,
+        done here too and thrown away, outside graphs), the baseline's, the candidate's
+        outputs compared, and now and then its inputs checked for writes. (ref, base)."""
+        log = None if graph else batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
+        ref = self._reference_batch(ref_batch, n, log, keep)
         base = None
         if self.baseline is not None:
             self._flush()
@@ -270,8 +396,67 @@ class Timer:
         if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
             self.j.flags.add(Flag.INPUT_MUTATION)
         self.result.last_inputs = self.ref_copies[n - 1]
-        sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
-        return Pair(n, ref, sol, base, outs, busy_before)
+        return ref, base
+
+    def _try_holds(self, n: int) -> tuple[int, str | None]:
+        """A held pair of n calls (at most held.MAX_CALLS): (calls a batch, None) when the
+        candidate's calls queue behind the hold and compute the inputs written after it,
+        else (n, why not). A queue that stops at call k > 0 met the driver's queue depth
+        (calls of several kernels) or a synchronize inside a later call: tried again with
+        fewer calls. Once a held batch's time is known, n is planned again."""
+        n = ceiling = min(n, held.MAX_CALLS)
+        for attempt in range(3):
+            self._bind(n)
+            try:
+                p = self._held_trial(n)
+            except _SharedMemory as e:
+                return n, e.message  # _eager_calls finds it again, and times one call a batch
+            except held.Stalled as e:
+                who = "its forward" if e.side == "candidate" else "the reference's forward"
+                if e.at == 0 or attempt == 2:
+                    return n, (f"{who} waits for the GPU (a synchronize or a copy to the host?): a held batch "
+                               f"stopped queueing at call {e.at + 1} of {n}")
+                n = ceiling = max(1, int(0.8 * e.at))
+                continue
+            except TaskFailed as e:
+                if e.status is not Status.INCORRECT:
+                    raise
+                return n, (f"the outputs of held calls do not match the inputs written after the hold (work outside "
+                           f"the held stream, on another stream that does not wait for it?): {e.message[:200]}")
+            if p.busy_before:
+                return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held "
+                           "batch, twice (work on other streams that waits for the held one, or work set off by "
+                           "the write)")
+            per_call = sorted(((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n))
+            again = min(ceiling, self._plan(max(per_call[0], 1e-7), max(per_call[1], 1e-7)))
+            if attempt < 2 and (again > 1.5 * n or 1.5 * again < n) and self.budget.fits(4 * self._pair_s(again)):
+                # room for trying `again` (an eager and a held pair) and then sampling it
+                n = again
+                continue
+            return n, None
+        return n, None
+
+    def _held_trial(self, n: int) -> "Pair":
+        """A held pair of n calls to try them, not kept, after an eager pair of the same n:
+        each side's allocator then holds memory for n outputs (a held batch that must ask
+        the driver for new memory waits, as cudaMalloc waits for the held stream, and would
+        read as a forward that synchronizes). One that reads the GPU busy around its input
+        write is tried once more: once is not the candidate's, as the judge's probe can
+        wait out a time slice of another context (honest 95_CrossEntropyLoss read 1.0 ms
+        once on an H100, builds beside it); twice in a row is (dma_cotenant.py: 1.1 ms
+        every time)."""
+        self._pair(n, graph=False, keep=False)
+        p = self._held_pair(n, keep=False)
+        if p.busy_before:
+            time.sleep(CONTENDED_PAUSE_S)
+            self._pair(n, graph=False, keep=False)
+            p = self._held_pair(n, keep=False)
+        return p
+
+    def _claim_tolerance(self) -> tuple[float, float]:
+        """(share of the judge's measure, seconds a batch) by which the candidate's own
+        events may stand below it: held batches' measure is the device's time, tighter."""
+        return (HOLD_CLAIM_SHARE, HOLD_CLAIM_BATCH_S) if self.holding else (CLAIM_SHARE, CLAIM_BATCH_S)
 
     def _settled_pair(self, n: int, graph: bool) -> "Pair":
         """A pair whose candidate batch took the judge longer than its own events explain
@@ -279,11 +464,18 @@ class Timer:
         (the next task's judge making its CUDA context, say) are in the judge's clock and
         not in the candidate's events. A claim that is simply low stays low, and the last
         try is kept (Timer._after judges the claims)."""
+        share, batch_s = self._claim_tolerance()
         for attempt in range(CONTENDED_RETRIES + 1):
-            p = self._pair(n, graph)
+            try:
+                p = self._held_pair(n) if self.holding else self._pair(n, graph)
+            except held.Stalled as e:
+                if attempt == CONTENDED_RETRIES:
+                    raise _HoldsFailed(f"held batches stopped queueing while sampling ({e.side}'s, at call {e.at + 1} "
+                                       f"of {n}) in {CONTENDED_RETRIES + 1} tries") from None
+                continue
             judged, claimed = p.sol[0] - self.fixed_s, p.sol[1]
             if not p.busy_before and (not self.cuda or claimed is None
-                                      or judged - claimed / 1e3 <= CLAIM_SHARE * judged + CLAIM_BATCH_S):
+                                      or judged - claimed / 1e3 <= share * judged + batch_s):
                 return p
             if attempt < CONTENDED_RETRIES:
                 time.sleep(CONTENDED_PAUSE_S * 2 ** attempt)
@@ -369,7 +561,7 @@ class Timer:
         """Every call's output against the reference's on the same values (relative L2),
         and one call, picked now, in full."""
         bound = self.j.timed_bound()
-        errors = check.batch_rel_l2(sol_outs, ref_outs)
+        errors = check.batch_rel_l2(sol_outs, ref_outs) if n > 1 else []  # one call: the full comparison says it
         for i, err in enumerate(errors):
             if not err <= bound:  # NaN fails
                 self._full(sol_outs[i], ref_outs[i], i, n, bound)  # the full comparison says why (or passes NaN twins)
@@ -432,6 +624,8 @@ class Timer:
     # -- the run --------------------------------------------------------------------
     def run(self) -> PairResult:
         r = self.result
+        self.budget = stopping.Budget(self.cfg.budget_s)
+        self.rule = stopping.StopRule(self.cfg.min_samples, self.cfg.max_samples, self.cfg.target_rel_ci)
         started = sandbox.started_by(os.getpid(), self.j.remote.proc.pid)
         self._fixed_costs()
         self.checked = 0
@@ -439,56 +633,155 @@ class Timer:
         gc.collect()
         gc.disable()  # a collection inside a batch would be charged to it
         try:
-            # Warm-up: single calls until the candidate has run 3 and warmup_s has passed
-            # (first calls may autotune, allocate, load modules); not kept.
-            self.warm = PairResult(Side(), Side(), "", r.clock, 1, 0.0, 0.0)
-            t0 = _perf()
-            while len(self.warm.sol.ms) < 3 or (_perf() - t0 < 2 * self.cfg.warmup_s and len(self.warm.sol.ms) < 1000):
-                p = self._pair(1, graph=False, keep=False)
-                self._keep(p, self.warm)
-                self.out_bytes = r.out_bytes = shapes.nbytes(p.outs[0])
+            warm = self._warm_up()
             per_call = self._per_call_estimate()
-            n, graph = self._plan(min(per_call), max(per_call)), False
-            if n > 1:
+            self.call_host_s = stats.median(self.warm.sol.host_ms[1:]) / 1e3 if self.warm.sol.host_ms[1:] else 0.0
+            planned, graph = self._plan(min(per_call), max(per_call)), False
+            n, why_not_held = planned, None
+            if self.hold_fixed is not None:
+                self._use_holds()
+                held_n, why_not_held = self._try_holds(self._within_budget(planned))
+                if why_not_held is None:
+                    n = held_n
+                else:
+                    self._drop_holds()
+            elif self.cuda and self.cfg.mode in ("auto", "hold"):
+                why_not_held = self.j.hold_unavailable or "the GPU's stream cannot be held here"
+            if not self.holding:
+                n, graph = self._unheld_batch(planned, per_call, warm)
+            if why_not_held:
+                r.notes.append(f"not timed in held batches: {why_not_held}")
+            r.calls = n
+            r.clock = ("cuda_hold" if self.holding else "cuda_graph" if graph else "cuda_burst") if self.cuda \
+                else "cpu_clock"
+            try:
+                self._sample(n, graph)
+            except _HoldsFailed as e:  # sampled again, from the start, in eager batches
+                self._drop_holds()
+                r.notes.append(f"not timed in held batches: {e}")
+                r.ref, r.sol = Side(), Side()
+                r.baseline = Side() if self.baseline else None
                 self._bind(n)
-                wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode == "auto" and
-                                                                    min(per_call) * 1e3 < self.cfg.graph_below_ms))
-                n, why = self._try_graphs(n) if wants else (n, None)
-                graph = wants and why is None
-                if why:
-                    r.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
-                if not graph:
-                    n = self._eager_calls(n)
-            r.calls, r.clock = n, ("cuda_graph" if graph else "cuda_burst") if self.cuda else "cpu_clock"
-            self._sample(n, graph)
+                r.calls, r.clock = self._eager_calls(n), "cuda_burst"
+                self._sample(r.calls, False)
         finally:
             gc.enable()
         self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
-        us = lambda xs: "/".join(f"{x * 1e3:.1f}" for x in xs)  # noqa: E731 - ms to us
-        print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}); fixed "
+        us = lambda xs: "/".join(f"{x * 1e6:.0f}" for x in xs)  # noqa: E731 - s to us
+        print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}) in "
+              f"{self.budget.spent():.2f} s of a {self.budget.seconds:g} s budget; fixed "
               f"cost us: candidate {self.fixed_s * 1e6:.0f} (before/after import {us(self.fixed_parts)}), reference "
               f"{self.ref_fixed_s * 1e6:.0f}; warm-up us per call: reference "
-              f"{stats.median(self.warm.ref.ms[1:]) * 1e3:.1f}, solution {stats.median(self.warm.sol.ms[1:]) * 1e3:.1f}; "
+              f"{stats.median(self.warm.ref.ms[1:] or self.warm.ref.ms) * 1e3:.1f}, solution "
+              f"{stats.median(self.warm.sol.ms[1:] or self.warm.sol.ms) * 1e3:.1f}; "
               f"medians us: reference {stats.median(r.ref.ms) * 1e3:.2f}, solution {stats.median(r.sol.ms) * 1e3:.2f}, "
               f"its own events {stats.median(r.sol.claimed_ms) * 1e3 if r.sol.claimed_ms else float('nan'):.2f}",
               flush=True)
         return r
 
+    def _unheld_batch(self, planned: int, per_call: list[float], warm: list["Pair"]) -> tuple[int, bool]:
+        """(calls a batch, whether a CUDA graph replays them) where batches are not held:
+        the planned n as far as the budget has room, in a graph for microsecond calls
+        where the graph is valid, else eager (one call a batch where calls share memory)."""
+        wants = self.cuda and (self.cfg.mode == "graph" or (self.cfg.mode in ("auto", "hold") and
+                                                            min(per_call) * 1e3 < self.cfg.graph_below_ms))
+        m = self.many[0] if self.many else 0
+        if not wants and m and planned <= 2 * m:
+            # The estimate's batch is long enough (its fixed cost at most twice the planned
+            # share), and no longer than its own plan allowed (m came from the single calls'
+            # times, which are no shorter): its loan is bound and warm and its outputs were
+            # read apart, so its calls (or its first n, where the budget is short) are the
+            # batch and no pair goes to trying them.
+            n = self._within_grace(m)
+            if self.n < n:  # held batches were tried since, on a loan of their own size
+                self._bind(n)
+            if n == 1 and not self.cuda:
+                self._keep_warm(warm)
+            return n, False
+        n = self._within_budget(planned)
+        if n > 1:
+            self._bind(n)
+            n, why = self._try_graphs(n) if wants else (n, None)
+            graph = wants and why is None
+            if why:
+                self.result.notes.append(f"timed in eager batches, not CUDA graphs: {why}")
+            return (n if graph else self._eager_calls(n)), graph
+        if not self.cuda:
+            self._keep_warm(warm)
+        return n, False
+
+    def _warm_up(self) -> list["Pair"]:
+        """Pairs of single calls until the candidate has run WARM_PAIRS and warmup_s (or
+        WARM_SHARE_OF_BUDGET of the budget, if less) has passed (first calls may autotune,
+        allocate, load modules; the check has run a few on these shapes already), as far
+        as the budget has room for them: a pair of slow calls may be all it holds. Returns
+        the pairs; self.one_s is what one such pair costs the judge."""
+        self.warm = PairResult(Side(), Side(), "", self.result.clock, 1, 0.0, 0.0)
+        pairs: list[Pair] = []
+        walls: list[float] = []
+        warm_s = min(self.cfg.warmup_s, WARM_SHARE_OF_BUDGET * self.budget.seconds)
+        t0 = _perf()
+        while True:
+            s0 = _perf()
+            p = self._pair(1, graph=False, keep=False)
+            walls.append(_perf() - s0)
+            pairs.append(p)
+            self._keep(p, self.warm)
+            self.out_bytes = self.result.out_bytes = shapes.nbytes(p.outs[0])
+            self.one_s = max(walls[1:] or walls)  # the first pair also met new memory
+            if len(pairs) >= 1000 or (len(pairs) >= WARM_PAIRS and _perf() - t0 >= warm_s):
+                return pairs
+            if not self.budget.fits(self.one_s):
+                return pairs
+
     def _per_call_estimate(self) -> list[float]:
         """Seconds per call of each side, for planning: the growth of a batch's time from
         1 call to WARM_CALLS, so that whatever a batch costs beyond its calls (which a
-        single call's time is mostly, for calls of microseconds) does not count."""
-        one = [stats.median(s.ms[1:]) / 1e3 for s in (self.warm.ref, self.warm.sol)]
+        single call's time is mostly, for calls of microseconds) does not count. Without
+        room in the budget for that batch, the single calls' times."""
+        one = [stats.median(s.ms[1:] or s.ms) / 1e3 for s in (self.warm.ref, self.warm.sol)]
         n = min(WARM_CALLS, self._plan(min(one), max(one)))
-        if n < 2:
+        if n < 2 or not self.budget.fits(self._pair_s(n)):
             return one
         self._bind(n)
+        s0 = _perf()
         try:
             p = self._pair(n, graph=False, keep=False)
         except _SharedMemory:
             return one  # one output buffer for every call: _eager_calls finds it again, and says so
+        self.many = (n, _perf() - s0)
         whole = [p.ref[0] - self.ref_fixed_s, p.sol[0] - self.fixed_s]  # the batch of n calls, s
         return [max((t - o) / (n - 1), 1e-7) for t, o in zip(whole, one)]
+
+    def _keep_warm(self, warm: list["Pair"]) -> None:
+        """On the CPU the warm-up's pairs were measured as samples are (one call a batch,
+        fresh inputs, cold caches, every output compared): samples, but for the first (its
+        process met the loan's memory first), unless it is all there is."""
+        for p in warm[1:] or warm:
+            self._keep(p)
+
+    def _pair_s(self, n: int) -> float:
+        """What a pair of n-call batches is expected to cost the judge."""
+        return stopping.pair_cost(n, self.one_s, self.many)
+
+    def _within_grace(self, m: int) -> int:
+        """Calls of the first sample's batch, at most m: sampling takes one pair whatever
+        the budget says, so it may end past the budget by at most stopping.GRACE_S."""
+        n = m
+        while n > 1 and not self.budget.fits(self._pair_s(n) - stopping.GRACE_S):
+            n //= 2
+        return n
+
+    def _within_budget(self, n: int) -> int:
+        """n calls a batch, or fewer where the budget has no room for two such pairs (one
+        to try the calls, one sample): fewer calls measure less finely, none measure nothing."""
+        planned = n
+        while n > 1 and not self.budget.fits(2 * self._pair_s(n)):
+            n //= 2
+        if n < planned and not any(x.startswith(f"timed {n} calls a batch, not {planned}") for x in self.result.notes):
+            self.result.notes.append(f"timed {n} calls a batch, not {planned}: the time budget "
+                                     f"({self.budget.seconds:g} s) had no room for batches that long")
+        return n
 
     def _eager_calls(self, n: int) -> int:
         """n, or 1 where the candidate's calls share their output memory (the outputs
@@ -503,19 +796,43 @@ class Timer:
         return n
 
     def _sample(self, n: int, graph: bool) -> None:
+        """Pairs until the speedup is known to target_rel_ci (after min_samples pairs and
+        MIN_SAMPLING_S), or the next pair would end past the budget (one sample at least),
+        or max_samples: stop_reason says which (stopping.py)."""
         r = self.result
-        deadline = _perf() + self.cfg.budget_s
-        while len(r.sol.ms) < self.cfg.max_samples:
-            for _ in range(self.cfg.block):
+        if not self.cuda and not r.sol.ms:
+            self._settle(n, graph)
+        t0 = _perf()
+        cost, recent = self._pair_s(n), []
+        r.stop_reason = stopping.MAX_SAMPLES
+        while len(r.sol.ms) < self.rule.max_samples:
+            if r.sol.ms and not self.budget.fits(cost):
+                r.stop_reason = stopping.BUDGET
+                break
+            s0 = _perf()
+            try:
                 self._keep(self._settled_pair(n, graph))
-            if len(r.sol.ms) >= self.cfg.min_samples:
-                sides = [r.ref, r.sol] + ([r.baseline] if r.baseline else [])
-                if all(stats.relative_ci_halfwidth(s.ms) <= self.cfg.target_rel_ci for s in sides):
-                    r.stop_reason = "converged"
-                    return
-                if _perf() > deadline:
-                    r.stop_reason = "budget"
-                    return
+            except _SharedMemory as e:  # these calls were read apart when tried: not one buffer by design
+                raise TaskFailed(Status.INCORRECT, f"output of a timed call is another call's: {e.message[:200]}; "
+                                 "the same calls were read apart before (a replay?)") from None
+            recent = (recent + [_perf() - s0])[-3:]
+            cost = max(recent)
+            sides = [r.ref.ms, r.sol.ms] + ([r.baseline.ms] if r.baseline else [])
+            if self.rule.converged(sides, _perf() - t0):
+                r.stop_reason = stopping.CONVERGED
+                break
+        if len(r.sol.ms) < self.rule.min_samples:
+            r.notes.append(f"{len(r.sol.ms)} pairs of batches: the time budget ({self.budget.seconds:g} s) ended "
+                           f"sampling before the minimum of {self.rule.min_samples}; a larger --time-budget buys more")
+
+    def _settle(self, n: int, graph: bool) -> None:
+        """On the CPU, one pair at the sampled batch size before the samples, not kept, where
+        the budget has room for it and a sample: a process's heap grows to a batch's
+        footprint over its first pairs (glibc's memalign leaves holes that the next batch's
+        outputs do not fit), and every page met for the first time is CPU time (2048 pages,
+        one 8 MB output: 3.3 ms on the 2-core CI box, beside a 1.3 ms C++ affine call)."""
+        if self.budget.fits(2 * self._pair_s(n)):
+            self._settled_pair(n, graph)
 
     def _after(self, started_s: float) -> None:
         """Processes the candidate started that used the CPU while it was timed (an
@@ -552,13 +869,14 @@ class Timer:
             return
         judged = stats.median(r.sol.ms)
         claimed = stats.median(r.sol.claimed_ms) if len(r.sol.claimed_ms) == len(r.sol.ms) else None
-        if claimed is not None and claimed > 0 and claimed >= (1 - CLAIM_SHARE) * judged:
+        share, batch_s = self._claim_tolerance()
+        if claimed is not None and claimed > 0 and claimed >= (1 - share) * judged:
             # Above the judge's measure too: a claim that its calls were slower costs only the
             # candidate (the judge's measure reads low where the host was busier while the fixed
             # cost was measured than during the batches: builds running beside a cold run).
             r.sol.figure = r.sol.claimed_ms
             return
-        explained = CLAIM_SHARE * judged + CLAIM_BATCH_S * 1e3 / r.calls
+        explained = share * judged + batch_s * 1e3 / r.calls
         if claimed is not None and 0 < claimed < judged and judged - claimed <= explained:
             r.notes.append(f"timed by the judge's clock: the candidate's own events read {claimed:.4f} ms per call "
                            f"against its {judged:.4f} ms, batches of {r.calls} too short to tell them apart")
@@ -577,6 +895,10 @@ class Pair:
     base: tuple | None
     outs: list  # the candidate's outputs as read
     busy_before: float = 0.0  # seconds the GPU was busy between writing the inputs and the batch
+
+
+class _HoldsFailed(Exception):
+    """Held batches stopped working while sampling: the task is sampled again without them."""
 
 
 class _SharedMemory(TaskFailed):

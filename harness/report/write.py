@@ -165,10 +165,12 @@ def _clock_paragraph(cpu: bool) -> str:
     return ("Times are medians per call over timed batches, each call on inputs of its own drawn for that batch, "
             "L2 flushed before it, the other side stopped and the GPU drained: the reference's from CUDA events "
             "the judge records around its batch; the solution's from the judge's own wall clock around its batch, "
-            "less the batch's fixed cost, or the solution's CUDA events where they are no more than 15% under that "
-            "measure (further under: timing_mismatch, and the judge's measure stands). Batches are one replay of "
-            "the calls captured in a CUDA graph (cuda_graph, for calls of a few microseconds) or the calls eagerly "
-            "back to back, as a model makes them (cuda_burst). Host time (ref host, sol host) is how long a side "
+            "less the batch's fixed cost, or the solution's CUDA events where they are no more than 15% (held "
+            "batches: 8%) under that measure (further under: timing_mismatch, and the judge's measure stands). "
+            "Batches are the calls queued behind a hold that the judge releases, its clock running from the release "
+            "until the GPU is idle (cuda_hold: the device's time, not the host's launches), or where a forward "
+            "cannot queue, one replay of the calls captured in a CUDA graph (cuda_graph, for calls of a few "
+            "microseconds) or the calls eagerly back to back, as a model makes them (cuda_burst). Host time (ref host, sol host) is how long a side "
             "takes to issue one call (the solution's by its own account); host_bound marks a task where it exceeds "
             "a side's own kernel time. Speedup = reference median / solution median, with a bootstrap 95% interval.")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from . import gpus, launch
+from . import cores, gpus, launch
 from .executors import prestart_depth
 
 
@@ -24,20 +24,24 @@ class EarlyJudges:
     """Judges started ahead per GPU lane (module docstring); kept only if torch then
     finds the capability NVML gave."""
 
-    def __init__(self, options=None, judges: dict | None = None, arch: str = "", builds_dir: Path | None = None):
+    def __init__(self, options=None, judges: dict | None = None, arch: str = "", builds_dir: Path | None = None,
+                 split: cores.CoreSplit | None = None, lanes: dict | None = None):
         self.options, self.arch, self.builds_dir = options, arch, builds_dir
+        # cores.py: they wait off the lanes' reserved cores until their task moves them onto their lane's.
+        self.split, self.lanes = split or cores.CoreSplit(), lanes or {}  # lanes: GPU index -> lane number
         self.judges: dict = {g: list(c) for g, c in (judges or {}).items()}  # GPU index -> [judge], first prepared
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls, options, gpu_indices: tuple[int, ...], builds_dir: Path, wanted: bool = True) -> "EarlyJudges":
+    def start(cls, options, gpu_indices: tuple[int, ...], builds_dir: Path, wanted: bool = True,
+              split: cores.CoreSplit | None = None) -> "EarlyJudges":
         if not wanted or options.device != "cuda" or prestart_depth("cuda") == 0:
             return cls()
         indices = list(gpu_indices) or [None]
         found = [gpus.capability(g) for g in indices]
         if any(f is None for f in found) or len({arch for _, arch in found}) != 1:
             return cls()
-        early = cls(options, {}, found[0][1], builds_dir)
+        early = cls(options, {}, found[0][1], builds_dir, split, {g: n for n, g in enumerate(indices)})
         for g in indices:
             child = early._start(g)
             launch.prepare(child)  # it is its lane's next judge: make its CUDA context as soon as torch is in
@@ -46,7 +50,9 @@ class EarlyJudges:
 
     def _start(self, gpu_index: int | None):
         return launch.start_worker(launch.EvalConfig(options=self.options, arch=self.arch, gpu_index=gpu_index,
-                                                     builds_dir=str(self.builds_dir.resolve())))
+                                                     builds_dir=str(self.builds_dir.resolve()),
+                                                     cpus=self.split.lane(self.lanes.get(gpu_index, 0)),
+                                                     spare_cpus=self.split.spare()))
 
     def top_up(self, tasks: int) -> None:
         """Each GPU's share of `tasks` judges, up to the depth a lane keeps ahead (only

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import health, launch, task_seconds, work
+from . import cores, health, launch, task_seconds, work
 from ..shared.isolate import Child, kill_all
 from ..records import BuildResult, Status, TaskResult, TaskSpec
 
@@ -142,14 +142,21 @@ class LocalExecutor:
 
     On CUDA a lane starts a task as soon as its build is done, while other builds
     run; the build pool then leaves two cores per lane (the judge's and the
-    candidate's). On --device cpu the host clock times the task, so a lane waits
-    until no build runs."""
+    candidate's), and with `core_split` (cores.py) those cores are the lane's own:
+    the builds, the judges started ahead and the lanes' own threads here run on the
+    rest. On --device cpu the host clock times the task, so a lane waits until no
+    build runs."""
 
     name = "local"
 
     def __init__(self, hosts: list[work.Host], events: Events | None = None, *, prestart: int = 0,
                  warm: bool = False, shapes: Callable[[str], dict | None] | None = None,
-                 early=None, durations: dict[str, float] | None = None):
+                 early=None, durations: dict[str, float] | None = None,
+                 core_split: cores.CoreSplit | None = None):
+        self.split = core_split or cores.CoreSplit()
+        # Each lane's judges move to its own CPUs as their task starts; they wait on the rest.
+        if self.split.reserved:
+            hosts = [replace(h, cpus=self.split.lane(i), spare_cpus=self.split.spare()) for i, h in enumerate(hosts)]
         self.hosts, self.events = hosts, events or Quiet()
         self.early = early  # early_judges.EarlyJudges: the first judge of each lane, started with kbench
         # Seconds each task is expected to hold its GPU: as last time, else as its problem's
@@ -160,12 +167,17 @@ class LocalExecutor:
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
         self.shapes = shapes or (lambda path: None)
         self.overlap = self.device == "cuda"
-        cores = os.cpu_count() or 2
+        cpus = os.cpu_count() or 2
         jobs = hosts[0].build_jobs
-        if self.overlap:
-            jobs = max(1, min(jobs, cores - 2 * len(hosts)))
+        if self.split.reserved:
+            jobs = max(1, min(jobs, len(self.split.rest)))
+        elif self.overlap:
+            jobs = max(1, min(jobs, cpus - 2 * len(hosts)))
         self.jobs = jobs
-        self._builds = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kbench-build")
+        # A build process is born with the mask of the thread that starts it, and so are its
+        # compilers and the build stage's own threads: all on the rest (cores.py).
+        self._builds = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kbench-build",
+                                          initializer=cores.pin_this_thread, initargs=(self.split.spare(),))
         self._cv = threading.Condition()
         self._queue: list[_Item] = []
         self._building = 0
@@ -305,6 +317,9 @@ class LocalExecutor:
         return min(range(len(queue)), key=rank)
 
     def _lane(self, host: work.Host, lane: int = 0) -> None:
+        # This thread polls its judge while it times: off the lanes' cores, as are the
+        # judges it starts ahead and its GPU's health checks, which inherit its mask.
+        cores.pin_this_thread(self.split.spare())
         ready: list[tuple[object, Child]] = self.early.take(host.gpu_index) if self.early else []  # (options, judge)
         state = {"healthy": True}
         if self.device == "cuda":

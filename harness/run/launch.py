@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import gpus
+from . import cores, gpus
 from ..shared.isolate import Child, child_env
 from ..records import (
     PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing, from_json_dict,
@@ -32,6 +32,11 @@ class EvalConfig:
     read_gbs: float | None = None  # a read-only pass: with the copy, the bound below_roofline uses
     gpu_index: int | None = None
     builds_dir: str = ""  # the build cache: torch's loader locks files beside a built extension
+    # cores.py: the CPUs a judge and its candidate move to when their task starts (their
+    # lane's own), and those a judge is started on to wait (everything but the lanes');
+    # () each where none are reserved.
+    cpus: tuple[int, ...] = ()
+    spare_cpus: tuple[int, ...] = ()
 
     @property
     def device(self) -> str:
@@ -76,7 +81,14 @@ def start_worker(cfg: EvalConfig) -> Child:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     if cfg.gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus.visible_device(cfg.gpu_index)
-    return Child(["-m", "harness.judge"], env=env, result_pipe=True)
+    if cfg.cpus and cfg.device != "cpu":
+        # Both sides' OpenMP pools sized for the lane's cores they will time on, not for the
+        # host's cores they are born on (a pool of 16 on 2 cores queues behind itself).
+        env.setdefault("OMP_NUM_THREADS", str(len(cfg.cpus)))
+    # Born off the lanes' cores: its import of torch (and its candidate's) must not slow
+    # the task its lane times now; evaluate moves it onto the lane's when its task starts.
+    with cores.spawning_on(cfg.spare_cpus):
+        return Child(["-m", "harness.judge"], env=env, result_pipe=True)
 
 
 def prepare(child: Child) -> None:
@@ -139,6 +151,11 @@ def evaluate(
         "shape": shape,
     }
     child = child or start_worker(cfg)
+    if cfg.cpus:
+        # The lane's own cores, for the judge and the candidate it started (and all their
+        # threads), set here by kbench before the spec leaves: no solution code has run
+        # in the candidate yet, so what is moved is kbench's own code.
+        cores.pin_tree(child.proc.pid, cfg.cpus)
     outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec))
     messages = outcome.messages
     phases = [m["phase"] for m in messages if isinstance(m.get("phase"), str)]

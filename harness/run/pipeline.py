@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import executors, gpus, task_seconds, work
+from . import cores, executors, gpus, task_seconds, work
 from ..report import junit, write as report
 from ..discover import sizes as problem_sizes
 from ..discover.folders import Discovery, discover, why_nothing_to_run
@@ -56,6 +56,7 @@ class RunConfig:
     dask_workers: int = 0  # workers of that local cluster; 0: one per GPU (or 3 on --device cpu)
     junit_path: Path | None = None  # --junit: written with results.json, at the end or on the way out
     solution_files: tuple[Path, ...] = ()  # --solution: only these files' tasks
+    reserve_cores: bool = True  # --no-reserve-cores: GPU lanes share every core with builds (cores.py)
 
     @property
     def device(self) -> str:
@@ -193,14 +194,17 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     early_gpus = cfg.gpus
     if cfg.device == "cuda" and not cfg.gpus:
         early_gpus = tuple(range(gpus.visible_count() or 0))
+    split = _core_split(cfg, len(early_gpus))
     early = EarlyJudges.start(cfg.options, early_gpus, cfg.cache_dir / "builds",
-                              cfg.executor == "local" and cfg.resume is None)
+                              cfg.executor == "local" and cfg.resume is None, split)
     try:
         dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
         cfg = _with_gpus(cfg, dev, reporter)
         if cfg.gpus != early_gpus:  # NVML and torch disagree: judges pinned by NVML's count are of no use
             early.discard()
+            split = _core_split(cfg, len(cfg.gpus))
         early.keep_if(dev.arch)
+        _say_cores(cfg, split, reporter)
         clock.lap("device")
         found = discover(cfg.problems_dir, cfg.solutions_dir, cfg.problem_filters, cfg.set_filters, cfg.solution_files)
         clock.lap("discovery")
@@ -213,7 +217,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
             out_dir = new_run_folder(Path("results"))
         reporter.run_folder(out_dir)
         with folder_lock(out_dir):  # a second run on this folder stops here, naming the first
-            return _run_locked(cfg, reporter, dev, found, out_dir, clock, early)
+            return _run_locked(cfg, reporter, dev, found, out_dir, clock, early, split)
     finally:
         early.discard()  # those no lane took
 
@@ -252,6 +256,26 @@ def _with_gpus(cfg: RunConfig, dev: DeviceInfo, reporter: Reporter) -> RunConfig
     return replace(cfg, gpus=chosen)
 
 
+def _core_split(cfg: RunConfig, lanes: int) -> cores.CoreSplit:
+    """The CPUs each GPU lane times on and those the rest runs on (cores.py): for a local
+    run on CUDA only. The CPU path times after its builds, one lane; under Dask each
+    worker places its own processes."""
+    if cfg.device != "cuda" or cfg.executor != "local":
+        return cores.CoreSplit()
+    return cores.for_run(max(1, lanes), cfg.reserve_cores)
+
+
+def _say_cores(cfg: RunConfig, split: cores.CoreSplit, reporter: Reporter) -> None:
+    """The run-level line below the GPUs' on CUDA: which cores each lane times on, or why
+    none are reserved (said once here, never on a task)."""
+    if cfg.device != "cuda":
+        return
+    if cfg.executor != "local":
+        reporter.devices(f"cores: none reserved for timing (--executor {cfg.executor})")
+        return
+    reporter.devices(split.describe([gpus.gpu_number(i) for i in cfg.gpus] if cfg.gpus else None))
+
+
 def _check_run_folder(cfg: RunConfig) -> None:
     """Before anything runs: --out must not replace an earlier run, and --resume continues
     its own folder in place, so an --out beside it would be ignored."""
@@ -282,7 +306,7 @@ def new_run_folder(parent: Path) -> Path:
 
 def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Discovery,
                 out_dir: Path, clock: RunClock | None = None,
-                early: EarlyJudges | None = None) -> tuple[RunResults, Path]:
+                early: EarlyJudges | None = None, split: cores.CoreSplit | None = None) -> tuple[RunResults, Path]:
     clock = clock or RunClock()
     previous, earlier = _previous_results(cfg, reporter.note)
     prints = {t.key: fingerprint(t, cfg) for t in found.tasks}
@@ -326,7 +350,7 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
         clock.lap("run_folder")
         try:
             if todo:
-                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage, clock, early)
+                _run_tasks(cfg, dev, todo, prints, out_dir, reporter, store, results, build_stage, clock, early, split)
         except BaseException:  # Ctrl-C or a bug: what finished is in the store; write the reports from it
             _write_on_the_way_out(snapshot(), out_dir, cfg, store, reporter)
             raise
@@ -341,13 +365,13 @@ def _run_locked(cfg: RunConfig, reporter: Reporter, dev: DeviceInfo, found: Disc
 
 def _run_tasks(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], prints: dict[str, str], out_dir: Path,
                reporter: Reporter, store: ResultStore, results: dict[str, TaskResult], build_stage: dict,
-               clock: RunClock, early: EarlyJudges | None = None) -> None:
+               clock: RunClock, early: EarlyJudges | None = None, split: cores.CoreSplit | None = None) -> None:
     """Run `todo`; each result goes into `results` and the store as it finishes."""
     by_key = {t.key: t for t in todo}
     if early is not None and cfg.executor == "local":
         early.top_up(len(todo))  # every GPU's next judges import torch while the builds are checked
     events = _Events(reporter, by_key, len(todo))
-    executor = _executor(cfg, dev, todo, events, clock, early)
+    executor = _executor(cfg, dev, todo, events, clock, early, split)
     specs = [task_spec(t, cfg.options, prints[t.key]) for t in todo]
     clock.lap("executor")
     reporter.build_started(len(todo))
@@ -438,7 +462,7 @@ class _Events:
 
 
 def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events, clock: RunClock | None = None,
-              early: EarlyJudges | None = None):
+              early: EarlyJudges | None = None, split: cores.CoreSplit | None = None):
     """The executor cfg names, with this host's facts."""
     clock = clock or RunClock()
     if cfg.executor == "dask":
@@ -467,7 +491,7 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
         raise UserError(f"--executor must be local, dask or inline, not '{cfg.executor}'")
     shape = _problem_sizes(cfg, todo, clock)
     return executors.LocalExecutor(hosts, events, prestart=executors.prestart_depth(cfg.device), shapes=shape,
-                                   early=early, durations=task_seconds.load(cfg.cache_dir))
+                                   early=early, durations=task_seconds.load(cfg.cache_dir), core_split=split)
 
 
 def _problem_sizes(cfg: RunConfig, todo: list[Task], clock: RunClock):

@@ -39,12 +39,15 @@ class Host:
     build_jobs: int = 1
     use_cache: bool = True
     where: str = ""  # a label for reports: the host name, or a Dask worker's address
+    cpus: tuple[int, ...] = ()  # its lane's own CPUs while it times (cores.py); () where none are reserved
+    spare_cpus: tuple[int, ...] = ()  # where judges started ahead wait; () where none are reserved
 
     def eval_config(self, options: Options) -> launch.EvalConfig:
         bw = self.bandwidth or {}
         return launch.EvalConfig(options=options, arch=self.arch, bandwidth_gbs=bw.get("gbs"),
                                    read_gbs=bw.get("read_gbs"), gpu_index=self.gpu_index,
-                                   builds_dir=str((self.cache_dir / "builds").resolve()))
+                                   builds_dir=str((self.cache_dir / "builds").resolve()),
+                                   cpus=self.cpus, spare_cpus=self.spare_cpus)
 
     def build_config(self, options: Options) -> build.BuildConfig:
         return build.BuildConfig(self.device, self.arch, self.cache_dir / "builds", max(1, self.build_jobs),

@@ -15,7 +15,9 @@ can read all of them.
 Eager: the calls back to back, as a model makes them. Graph: the same calls
 captured once into a CUDA graph (for calls of a few microseconds, whose launch
 would otherwise be the measure); a replay recomputes all of them from
-whatever the copies hold.
+whatever the copies hold. Held (queue_held): the eager calls queued behind a
+hold on the stream that the judge releases (hold.py), so that the judge's
+clock holds the device's time, not the host's launches.
 """
 from __future__ import annotations
 
@@ -89,13 +91,15 @@ class Eager:
         self.call, self.copies = call, copies
         self.outs: list = []
 
-    def run(self, n: int, log: Log | None = None) -> None:
+    def run(self, n: int, log: Log | None = None, on_call: Callable[[int], None] | None = None) -> None:
         self.outs = []  # the previous batch's outputs go before this one allocates
         for i in range(n):
             out = self.call(self.copies[i])
             self.outs.append(out)
             if log is not None:
                 log.note(out)
+            if on_call is not None:
+                on_call(i + 1)
 
 
 class Graph:
@@ -139,3 +143,33 @@ def run_timed(batch: Eager | Graph, n: int, device: torch.device,
         return _elapsed(start, end), host_ms
     except RuntimeError:  # an event left unrecorded: no claim
         return None, host_ms
+
+
+def queue_held(batch: Eager, n: int, device: torch.device, page, side: str, seq: int,
+               log: Log | None = None) -> tuple[float, tuple]:
+    """Queue one batch behind a hold on the current stream and return without waiting:
+    (the host's ms to issue it, its (start, end) events, read once the judge has seen
+    it done). The calls count themselves in the page's QUEUED word as they are issued,
+    so that the judge sees a forward that waits for the held stream (a synchronize,
+    .item()) stop counting."""
+    from . import hold
+
+    stream = _current_stream(device)
+    start, end = _EventBase(enable_timing=True), _EventBase(enable_timing=True)
+    page.set(side, hold.QUEUED, 0)
+    page.hold(side, stream, seq)
+    _record(start, stream)
+    t0 = _perf()
+    batch.run(n, log, on_call=lambda i: page.set(side, hold.QUEUED, i))
+    host_ms = (_perf() - t0) * 1e3
+    _record(end, stream)
+    page.done(side, stream, seq)
+    return host_ms, (start, end)
+
+
+def held_ms(events: tuple) -> float | None:
+    """The device's ms between a held batch's events, once it has run; None if unreadable."""
+    try:
+        return _elapsed(*events)
+    except (RuntimeError, TypeError):
+        return None

@@ -4,6 +4,7 @@ flags given to the wrong compiler, a missing include, a removed torch API, a Tri
 compile error, METR's Model-only files), and kbench's own solution set. Skipped
 (visibly) without a GPU."""
 import json
+import shutil
 
 import pytest
 
@@ -40,8 +41,10 @@ def test_shipped_solutions_are_ok(run_cli, tmp_path):
                    "--time-budget", "3")
     results = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
     assert len(results) == 4, proc.stderr[-3000:]
+    # noisy and host_bound describe the host, not the kernel (host_bound: the host's time to
+    # issue a call, read while this run's builds load it, exceeds the device's): no gate fails on them.
     bad = [(r["problem"], r["status"], r["flags"], r["message"][:200]) for r in results
-           if r["status"] != "ok" or set(r["flags"]) - {"noisy"}]
+           if r["status"] != "ok" or set(r["flags"]) - {"noisy", "host_bound"}]
     assert bad == []
     assert proc.returncode == 0
 
@@ -49,22 +52,32 @@ def test_shipped_solutions_are_ok(run_cli, tmp_path):
 GRAPHS = ROOT / "tests" / "fixtures" / "gpu" / "graphs"
 
 
-def test_microsecond_kernels_are_timed_in_cuda_graphs(run_cli, tmp_path):
-    """auto mode: a few-us task is timed as replays of many calls captured in a CUDA
-    graph; a solution that cannot be captured, behaves differently while captured, or
-    launches on the legacy default stream (missing from the graph) is timed in eager
-    batches and the note says why; one that returns one buffer for every call, one
-    call per batch."""
+def test_microsecond_kernels_are_timed_as_device_time(run_cli, tmp_path):
+    """auto mode: a few-us task is timed in held batches (many calls queued behind a
+    hold the judge releases, the legacy default stream included): the device's time,
+    not the host's launches. A forward that synchronizes cannot queue: eager batches,
+    and the note says why; one that returns one buffer for every call, one call per
+    batch. --timing-mode graph: a solution that behaves differently while captured is
+    refused a graph and timed in eager batches; events: eager batches only."""
     proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(GRAPHS / "solutions"),
                    "--out", str(tmp_path / "auto"), "--time-budget", "2", "--exit-zero")
     results = json.loads((tmp_path / "auto" / "results.json").read_text())["results"]
     assert len(results) == 5, proc.stderr[-3000:]
     assert mismatches(results) == []
     by_name = {r["solution_path"].rsplit("/", 1)[-1]: r["timing"] for r in results}
-    # A graph batch holds many calls, an eager one of microsecond calls fewer, the shared buffer one.
+    # A held batch holds many calls, the shared buffer one.
     assert by_name["fused.py"]["calls_per_batch"] > 100 and by_name["one_output_buffer.py"]["calls_per_batch"] == 1
-    assert by_name["legacy_stream.py"]["calls_per_batch"] > 1
+    assert by_name["legacy_stream.py"]["calls_per_batch"] > 100
     assert "| clock |" in (tmp_path / "auto" / "report.md").read_text()  # mixed clocks: one column says which
+
+    one = tmp_path / "one" / "graphs" / "level1" / "1_TinyAffine"
+    one.mkdir(parents=True)
+    shutil.copy(GRAPHS / "solutions" / "graphs" / "level1" / "1_TinyAffine" / "capture_aware.py", one)
+    proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(tmp_path / "one"),
+                   "--out", str(tmp_path / "graph"), "--time-budget", "2", "--exit-zero", "--timing-mode", "graph")
+    results = json.loads((tmp_path / "graph" / "results.json").read_text())["results"]
+    assert [r["timing"]["clock"] for r in results] == ["cuda_burst"], proc.stderr[-3000:]
+    assert "the graph does not recompute the output from new inputs" in results[0]["message"]
 
     proc = run_cli("run", "--problems", str(GRAPHS / "problems"), "--solutions", str(GRAPHS / "solutions"),
                    "-p", "TinyAffine", "--out", str(tmp_path / "events"), "--time-budget", "2", "--exit-zero",

@@ -20,6 +20,7 @@ def _manual(sol: torch.Tensor, ref: torch.Tensor) -> dict:
 @pytest.fixture(params=[1 << 24, 997], ids=["one_chunk", "many_chunks"])
 def chunk(request, monkeypatch):
     monkeypatch.setattr(check, "CHUNK", request.param)
+    monkeypatch.setattr(check, "CPU_CHUNK", request.param)  # the CPU's own chunks, no larger than CHUNK
     return request.param
 
 
@@ -77,6 +78,24 @@ def test_nan_only_where_the_reference_has_it(chunk):
     sol[20, 1] += 1.0
     with pytest.raises(Mismatch, match=r"worst at \[20, 1\]"):
         compare_outputs(sol, ref, None, l2_bound=1.0)
+
+
+def test_infinities_are_found_whatever_the_sums_say(chunk):
+    """A finite sum on both sides skips the search for NaN and Inf places: an Inf where the
+    reference has none, or one of each sign (whose sum is NaN), is still found, and finite
+    values whose sum overflows (fp16) are still compared, not refused."""
+    ref = torch.randn(50, 40)
+    sol = ref.clone()
+    sol[7, 8], sol[9, 1] = float("inf"), float("-inf")
+    with pytest.raises(Mismatch, match=r"\+Inf where the reference has none .* first at \[7, 8\]"):
+        compare_outputs(sol, ref, None)
+    sol = ref.clone()
+    sol[9, 1] = float("-inf")
+    with pytest.raises(Mismatch, match=r"-Inf where the reference has none .* first at \[9, 1\]"):
+        compare_outputs(sol, ref, None)
+    big = torch.full((64,), 60000.0, dtype=torch.float16)  # each finite, the sum past fp16's 65504
+    assert not torch.isfinite(big.sum())
+    compare_outputs(big.clone(), big, None)
 
 
 def test_integers_must_match_exactly(chunk):
@@ -193,10 +212,12 @@ def test_batch_errors_tell_each_call_apart():
     assert math.isnan(check.batch_rel_l2([torch.tensor([float("nan")])], [torch.ones(1)])[0])
     assert check.batch_rel_l2([(torch.ones(2), torch.arange(3) + 1)], [(torch.ones(2), torch.arange(3))]) == [math.inf]
     big_ref = torch.randn(1 << 20)
-    old = check.BATCH_BYTES
-    check.BATCH_BYTES = 1 << 16  # as if each were over the batching limit: chunked instead
+    old = check.BATCH_BYTES, check.CPU_BATCH_BYTES
+    check.BATCH_BYTES = check.CPU_BATCH_BYTES = 1 << 16  # as if each were over the batching limit: chunked instead
     try:
         chunked = check.batch_rel_l2([big_ref * 1.001], [big_ref])[0]
+        check.BATCH_BYTES = check.CPU_BATCH_BYTES = 1 << 28  # and as one multi-tensor kernel
+        whole = check.batch_rel_l2([big_ref * 1.001], [big_ref])[0]
     finally:
-        check.BATCH_BYTES = old
-    assert chunked == pytest.approx(check.batch_rel_l2([big_ref * 1.001], [big_ref])[0], rel=1e-6)
+        check.BATCH_BYTES, check.CPU_BATCH_BYTES = old
+    assert chunked == pytest.approx(whole, rel=1e-6)

@@ -50,15 +50,19 @@ def test_every_hang_fixture_gets_its_verdict(hang_run, run_cli, tmp_path):
 
 def test_a_hang_costs_its_limit_not_the_timeout(hang_run):
     """Each hung task ends a few seconds after its limit (10 s for a first call or an
-    import here, 3 s for a later call), far below --timeout's 120 s. The bound is half
+    import here, 3 s for a later call; 10 s of CPU for a first call that computes), far
+    below --timeout's 120 s. The bound is half
     of --timeout, not the limit plus a few seconds: on a loaded 2-core machine starting
     a task's two processes alone can take 10 s."""
     _, data = hang_run
     hung = [r for r in data["results"] if r["status"] == "timeout"]
-    assert len(hung) == 4
+    assert len(hung) == 5
     for r in hung:
         assert "candidate killed" in r["message"] and "--timeout" not in r["message"], r["message"]
-        assert r["seconds"] < 60, (Path(r["solution_path"]).name, r["seconds"], r["message"])
+        # spins_first_call.py computes all along: it runs until it has used its 10 s in CPU seconds,
+        # which on a loaded 2-core box takes longer than 10 s of wall time.
+        bound = 100 if Path(r["solution_path"]).name == "spins_first_call.py" else 60
+        assert r["seconds"] < bound, (Path(r["solution_path"]).name, r["seconds"], r["message"])
 
 
 def test_the_limits_come_from_the_environment(hang_run):
@@ -68,13 +72,19 @@ def test_the_limits_come_from_the_environment(hang_run):
     assert "KBENCH_HANG_FIRST_MIN_S" in by_name["sleeps_first_call.py"]["message"]
     assert "past its limit of 10 s" in by_name["spins_at_import.py"]["message"]
     assert "past its limit of 3.0 s" in by_name["spins_when_timed.py"]["message"]
+    # It computed all along: hung once it had used its 10 s limit in CPU seconds.
+    spins = by_name["spins_first_call.py"]["message"]
+    assert "past its limit of 10 s" in spins and "until it has used 10 s of CPU" in spins, spins
 
 
 def test_slow_is_not_hung(hang_run):
+    """computes_on_first_call.py computes for 14 s in its first call, past that call's
+    10 s wall limit here: judged on its CPU time, it was compiling."""
     _, data = hang_run
     by_name = {Path(r["solution_path"]).name: r for r in data["results"]}
-    for name in ("slow_5x.py", "compiles_on_first_call.py"):
+    for name in ("slow_5x.py", "compiles_on_first_call.py", "computes_on_first_call.py"):
         assert by_name[name]["status"] == "ok", by_name[name]["message"]
+    assert by_name["computes_on_first_call.py"]["phase_seconds"]["check"] > 10  # it did run past the wall limit
 
 
 # -- the bound itself ----------------------------------------------------------
@@ -139,17 +149,17 @@ def test_a_trickled_reply_cannot_stretch_the_limit():
         _end(remote, theirs)
 
 
-def _judge_side(child: bool):
+def _judge_side(child: bool, code: str | None = None):
     """A Remote with its socket's far end, whose 'candidate' process runs a child (a
-    compiler, as far as the judge can tell) or not."""
+    compiler, as far as the judge can tell) or not, or runs `code`."""
     from harness.judge.freeze import Freezer
     from harness.judge.remote import Remote
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     remote = Remote.__new__(Remote)
     remote.sock = ours
-    code = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)" if child else \
-        "import time; time.sleep(60)"
+    code = code or ("import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)" if child else
+                    "import time; time.sleep(60)")
     remote.proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     remote.freezer = Freezer(remote.proc.pid)  # as Remote.__init__: stopped between requests
     remote.last_wall_s = 0.0
@@ -221,6 +231,156 @@ def test_without_a_child_the_limit_holds():
         assert 1.0 <= remote.last_wall_s < 2.0
     finally:
         _end(remote, theirs)
+
+
+# -- a first call that computes past its wall limit (limits.PROGRESS_SHARE) ----------
+
+# Half a core, as a compile gets on a host shared with other work: 50 ms of work, 50 ms asleep.
+_COMPUTES = """
+import time
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.05:
+        pass
+    time.sleep(0.05)
+"""
+
+
+def _cpu_rule(remote, cpu_s: float):
+    from harness.judge import limits
+    from harness.judge.remote import CpuRule
+
+    return CpuRule(cpu_s, limits.PROGRESS_SHARE, remote.cpu_used)
+
+
+def test_a_first_call_that_computes_past_its_wall_limit_gets_more_time():
+    """Past its 1 s of wall time the 'candidate' has used about 0.5 s of CPU and still
+    computes: compiling on a busy host, not hung. Its reply at 2.5 s is taken."""
+    remote, theirs = _judge_side(child=False, code=_COMPUTES)
+    try:
+        _reply_after(theirs, 2.5)
+        reply, _ = remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cpu_rule(remote, 10.0))
+        assert reply == {"ok": True} and 2.5 <= remote.last_wall_s < 5
+    finally:
+        _end(remote, theirs)
+
+
+def test_computing_ends_once_the_limit_is_used_in_cpu_time():
+    """A first call that computes without end is hung once it has used its limit (here
+    1 s) in CPU seconds, long before its 20 s for a child process; and a sleeping one at
+    its wall limit, computing nothing."""
+    from harness.judge.remote import CandidateHung
+
+    remote, theirs = _judge_side(child=False, code=_COMPUTES)
+    try:
+        _reply_after(theirs, 30)
+        with pytest.raises(CandidateHung) as hung:
+            remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cpu_rule(remote, 1.0))
+        assert hung.value.cpu_used_s >= 1.0 and 1.0 <= remote.last_wall_s < 15, (hung.value.cpu_used_s,
+                                                                                remote.last_wall_s)
+        assert remote.proc.wait(timeout=5) < 0  # killed
+    finally:
+        _end(remote, theirs)
+    remote, theirs = _judge_side(child=False)
+    try:
+        _reply_after(theirs, 2.5)
+        with pytest.raises(CandidateHung) as hung:
+            remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cpu_rule(remote, 10.0))
+        assert 1.0 <= remote.last_wall_s < 2.0 and hung.value.cpu_used_s < 0.1
+    finally:
+        _end(remote, theirs)
+
+
+# Computing in a thread of the candidate's own process while its main thread waits: a Triton
+# autotune or an inductor compile in a worker thread. A tenth of a core: 10 ms of work, 90 ms asleep.
+_COMPUTES_IN_A_THREAD = """
+import threading, time
+def work():
+    while True:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.01:
+            pass
+        time.sleep(0.09)
+threading.Thread(target=work).start()
+threading.Event().wait()
+"""
+_SPINS = "while True: pass"
+_DEADLOCKS = "import threading; lock = threading.Lock(); lock.acquire(); lock.acquire()"
+_COMPUTES_THEN_WAITS = """
+import time
+while time.process_time() < 0.8:
+    pass
+time.sleep(60)
+"""
+
+
+def test_a_thread_that_computes_counts_as_progress():
+    """The candidate's threads count, not only its children: a tenth of a core in a
+    worker thread, past a 1 s wall limit, is compiling; its reply at 2.5 s is taken."""
+    remote, theirs = _judge_side(child=False, code=_COMPUTES_IN_A_THREAD)
+    try:
+        _reply_after(theirs, 2.5)
+        reply, _ = remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cpu_rule(remote, 10.0))
+        assert reply == {"ok": True} and 2.5 <= remote.last_wall_s < 5
+    finally:
+        _end(remote, theirs)
+
+
+def test_computing_forever_is_hung_within_a_bound():
+    """The attacker's side: a first call that burns CPU without end looks like a compile
+    at every look, and is hung all the same. At a full core it is hung once it has used
+    its limit in CPU seconds (here 1.5 s); at a tenth of a core, which would take 100 s
+    to use a 10 s limit, at its limit for a child process (here 3 s of wall time)."""
+    from harness.judge.remote import CandidateHung
+
+    remote, theirs = _judge_side(child=False, code=_SPINS)
+    try:
+        _reply_after(theirs, 60)
+        with pytest.raises(CandidateHung) as hung:
+            remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cpu_rule(remote, 1.5))
+        assert hung.value.cpu_used_s >= 1.5 and 1.0 <= remote.last_wall_s < 15, (hung.value.cpu_used_s,
+                                                                                remote.last_wall_s)
+        assert remote.proc.wait(timeout=5) < 0  # killed
+    finally:
+        _end(remote, theirs)
+    remote, theirs = _judge_side(child=False, code=_COMPUTES_IN_A_THREAD)
+    try:
+        _reply_after(theirs, 60)
+        with pytest.raises(CandidateHung) as hung:
+            remote.request({"op": "call"}, limit_s=1.0, build_s=3.0, cpu=_cpu_rule(remote, 10.0))
+        assert 3.0 <= remote.last_wall_s < 4.5 and hung.value.cpu_used_s < 10.0, remote.last_wall_s
+    finally:
+        _end(remote, theirs)
+
+
+@pytest.mark.parametrize("code", [_DEADLOCKS, _COMPUTES_THEN_WAITS], ids=["deadlocked", "computed_then_waits"])
+def test_a_call_that_stops_computing_is_hung_at_the_next_look(code):
+    """A lock computes nothing: hung at its 1 s wall limit. One that computed for 0.8 s
+    of CPU and then waits gets another look or two (BUILD_POLL_S apart, the first may
+    still see the end of its work), and is hung at the first that sees no progress."""
+    from harness.judge.remote import BUILD_POLL_S, CandidateHung
+
+    remote, theirs = _judge_side(child=False, code=code)
+    try:
+        _reply_after(theirs, 60)
+        with pytest.raises(CandidateHung):
+            remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cpu_rule(remote, 10.0))
+        bound = 2.0 if code == _DEADLOCKS else 1.0 + 2 * BUILD_POLL_S + 0.5
+        assert 1.0 <= remote.last_wall_s < bound, remote.last_wall_s
+    finally:
+        _end(remote, theirs)
+
+
+def test_a_first_calls_limit_counts_cpu_time_too():
+    from harness.judge import limits
+
+    first = limits.for_calls(0.4e-3, "the first call", first=True)
+    assert first.cpu_s == first.seconds == limits.HANG_FIRST_MIN_S
+    assert limits.for_calls(0.4e-3, "a call").cpu_s is None  # a later call: its wall limit holds
+    message = first.message("check", 45.0, cpu_used_s=30.2)
+    assert message.startswith(f"hung: the first call during check ran 45 s and used 30 s of CPU, past its limit of "
+                              f"{limits.HANG_FIRST_MIN_S:.0f} s (")
+    assert "longer while it computes, until it has used" in message
 
 
 # -- a first call that keeps the GPU busy (harness/judge/gpu_busy.py) ------------

@@ -47,7 +47,8 @@ def test_honest_half_solutions_pass_and_a_coarse_one_fails(half_run):
     for r in results:
         if r["status"] == "ok":  # the reference ran in the dtype: its own error is the dtype's rounding
             assert r["check"]["ref_rel_l2_err_fp64"] > OWN_ERROR_ABOVE[precision], r
-            assert r["timing"] and r["timing"]["sol"]["n"] >= 10  # timed on cast inputs too
+            # timed on cast inputs too (as many pairs as --time-budget 0.5 holds: a hard cap now)
+            assert r["timing"] and r["timing"]["sol"]["n"] >= 1 and r["timing"]["speedup"] > 0
     assert proc.returncode == 1  # the coarse one fails the gate
 
 

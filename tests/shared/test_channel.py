@@ -70,3 +70,32 @@ def test_a_prepared_candidate_answers_before_any_solution_is_loaded():
         assert reply == {}
     finally:
         remote.close()
+
+
+def test_a_cpu_candidate_sleeps_for_its_next_request(monkeypatch):
+    """On the CPU the judge's measure of a batch is the CPU time the candidate used until
+    it was stopped: a candidate that spun for its next request after replying charged
+    the judge's wake-up (milliseconds on a busy host) to every batch. It sleeps in recv
+    (serve.SPIN_S; a spin of 10 ms reads here as several ms of CPU after a reply)."""
+    import time
+    from pathlib import Path
+
+    from harness.judge.freeze import process_cpu_seconds
+    from harness.judge.spawn import spawn_candidate
+
+    monkeypatch.setenv("KBENCH_DEVICE", "cpu")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # harness, from its scratch folder
+    spawned = spawn_candidate()
+    try:
+        used = []
+        for _ in range(3):
+            channel.send(spawned.sock, {"op": "ping"})
+            assert channel.recv(spawned.sock)[0] == {}
+            cpu0 = process_cpu_seconds(spawned.proc.pid)
+            time.sleep(0.03)
+            used.append(process_cpu_seconds(spawned.proc.pid) - cpu0)
+        assert min(used) < 0.002, used
+    finally:
+        spawned.proc.kill()
+        spawned.proc.wait()
+        spawned.sock.close()
