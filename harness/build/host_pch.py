@@ -14,9 +14,11 @@ with the host compile's exact flags, checks that gcc uses it, and publishes it u
 <store>/nvcc-host/<key>/. The gcc stand-in (shim.py) then compiles a build's file as
 `#include` of that prefix plus the rest, where the file starts with exactly that text.
 
-It runs nvcc with a build's flags, so those flags must be on a fixed list (no -ccbin,
-no -Xcompiler beyond pch.py's list, no file a flag would read or write); and it is made
-only where builds wait to use it, as the PCH is (stage.py, _pch_pays_off).
+It runs nvcc with a build's flags, so it runs kbench's own nvcc only (never the program a
+build's note names), and those flags must be on a fixed list (no -ccbin, no -Xcompiler
+beyond pch.py's list, no file a flag would read or write, no character the shell that
+runs nvcc's listed steps would act on); and it is made only where builds wait to use
+it, as the PCH is (stage.py, _pch_pays_off).
 
 Run as `python -m harness.build.host_pch STORE WANT.json`.
 """
@@ -73,13 +75,18 @@ def should_make(store: Path, key: str) -> bool:
     return sum(1 for _ in folder.glob("*/*/prefix.h.gch")) < MAX_PREFIXES
 
 
+# nvcc --dryrun prints each step inside double quotes, and make() runs the steps through
+# bash, where $, `, " and \ still act: no flag kbench passes may hold one.
+_SHELL_SAFE = re.compile(r"[^$`\"\\!\n]*")
+
+
 def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | None:
     """nvcc's flags of a build's command (input and output dropped) when every one is on
-    the list: torch's own (-D, -isystem of torch's folders, -gencode, --compiler-options
-    with pch.py's flags) and common device flags; else None."""
+    the list: torch's own (-D, -isystem of torch's folders exactly as torch names them,
+    -gencode, --compiler-options with pch.py's flags) and common device flags; else None.
+    A folder that only resolves to torch's (`TORCH/x/..`) may hold anything in x."""
     from . import pch
 
-    allowed = {os.path.realpath(p) for p in torch_includes}
     flags, i = [], 1
     while i < len(argv):
         a = argv[i]
@@ -87,7 +94,9 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | Non
         if a in ("-c", "-o"):
             i += 2
             continue
-        if a == "-isystem" and value is not None and os.path.realpath(value) in allowed:
+        if not _SHELL_SAFE.fullmatch(a):
+            return None
+        if a == "-isystem" and value in torch_includes and _SHELL_SAFE.fullmatch(value):
             flags += [a, value]
         elif a in ("--compiler-options", "-Xcompiler") and value is not None \
                 and all(f == "-fPIC" or pch._safe(f) for f in value.replace(",", " ").split()):
@@ -104,26 +113,35 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | Non
     return flags
 
 
-def _trusted_nvcc(argv0: str, store: Path) -> str | None:
-    """The build's nvcc, where it is an nvcc install's own (nvcc.profile beside it) and
-    not under kbench's cache."""
-    path = Path(os.path.realpath(argv0))
-    if path.name != "nvcc" or not (path.parent / "nvcc.profile").is_file():
-        return None
-    if path.is_relative_to(os.path.realpath(store.parent)):
-        return None
-    return str(path)
+def kbench_nvcc() -> str | None:
+    """The nvcc kbench's builds run, as torch's build.ninja names it (PYTORCH_NVCC, else
+    CUDA_HOME/bin/nvcc; stage.toolchain_versions describes the same one), resolved."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    nvcc = os.environ.get("PYTORCH_NVCC") or (os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
+                                              if cpp_extension.CUDA_HOME else None)
+    found = shutil.which(nvcc) if nvcc else None
+    return os.path.realpath(found) if found else None
+
+
+def trusted_nvcc(argv0: str) -> str | None:
+    """kbench's own nvcc, where the build's command names that file; else None. The
+    command is a build process's word, and a build may write a program called nvcc,
+    nvcc.profile beside it, where every sandbox may (/dev/shm): kbench never runs it."""
+    ours = kbench_nvcc()
+    return ours if ours is not None and os.path.realpath(argv0) == ours else None
 
 
 def make(store: Path, want: dict, pch_root: Path | None = None, timeout: float = 900.0) -> str:
     """Make, check and publish the prefix for a build's nvcc command; returns what happened."""
     from .objects import _checked_env, _torch_includes
 
-    nvcc = _trusted_nvcc(want["nvcc"][0], store) if want["nvcc"] else None
+    nvcc = trusted_nvcc(want["nvcc"][0]) if want["nvcc"] else None
     flags = _checked_nvcc(want["nvcc"], _torch_includes()) if nvcc else None
     env = _checked_env(want["env"], pch_root)
     if flags is None or env is None:
-        return _unusable(store, want["key"], "nvcc, its flags or the environment are outside kbench's list")
+        # Not marked unusable: the key is the note's word until nvcc lists the same compile.
+        return "skipped: nvcc, its flags or the environment are outside kbench's list"
     folder = store / "nvcc-host"
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f"{want['key']}.lock", "w") as lock:
@@ -160,7 +178,7 @@ def _make(folder: Path, key: str, nvcc: str, flags: list[str], env: dict, tmp: P
     cudafe = next((ln for ln in steps if ln.startswith("cudafe++ ")), None)
     compile_ = next((ln for ln in reversed(steps) if ln.startswith("gcc ") and shim.HOST_SUFFIX in ln), None)
     if dry.returncode != 0 or not (host_pp and cudafe and compile_):
-        return _unusable(folder.parent, key, "nvcc --dryrun did not list its host steps")
+        return "skipped: nvcc --dryrun did not list its host steps"  # the key not yet checked: no mark
     host_args = shlex.split(compile_)[1:]
     parsed = shim.parse_host(host_args)
     gcc = shutil.which("gcc", path=gcc_env.get("PATH"))

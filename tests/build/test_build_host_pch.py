@@ -163,15 +163,31 @@ def test_kbench_runs_nvcc_only_with_flags_on_its_list(extra, ok):
     if ok:
         assert "-c" not in flags and "/b/cuda.cu" not in flags and "-isystem" in flags
     assert host_pch._checked_nvcc([*argv[:3], "-isystem", "/tmp", *argv[3:]], [inc]) is None
+    # A folder that only resolves to torch's, and a character the shell running nvcc's steps acts on.
+    assert host_pch._checked_nvcc([*argv[:3], "-isystem", f"{inc}/x/..", *argv[3:]], [inc]) is None
+    assert host_pch._checked_nvcc([*argv[:3], "-isystem", f"{inc}/`id`/..", *argv[3:]], [inc]) is None
+    assert host_pch._checked_nvcc([*argv, "-DX=$(id)"], [inc]) is None
 
 
-def test_only_an_nvcc_install_outside_the_cache_is_run(tmp_path):
-    fake = tmp_path / "cache" / "builds" / "k" / "nvcc"
+def test_only_kbenchs_own_nvcc_is_run(tmp_path, monkeypatch):
+    """The nvcc a note names is a build process's word: an install's layout (nvcc.profile beside
+    it) anywhere a build may write (its folder, /dev/shm) is not kbench's nvcc."""
+    fake = tmp_path / "shm" / "nvcc"
     fake.parent.mkdir(parents=True)
     fake.write_text("#!/bin/sh\n")
     (fake.parent / "nvcc.profile").write_text("")
-    assert host_pch._trusted_nvcc(str(fake), tmp_path / "cache" / "objects") is None
-    assert host_pch._trusted_nvcc("/bin/sh", tmp_path / "cache" / "objects") is None
-    nvcc = shutil.which("nvcc")
-    if nvcc and (Path(os.path.realpath(nvcc)).parent / "nvcc.profile").is_file():
-        assert host_pch._trusted_nvcc(nvcc, tmp_path / "cache" / "objects") == os.path.realpath(nvcc)
+    real = tmp_path / "cuda" / "bin" / "nvcc"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv("PYTORCH_NVCC", str(real))
+    assert host_pch.trusted_nvcc(str(fake)) is None
+    assert host_pch.trusted_nvcc("/bin/sh") is None
+    assert host_pch.trusted_nvcc(str(real)) == str(real)
+    assert host_pch.trusted_nvcc(str(tmp_path / "link")) == str(real)  # the file kbench resolves, not the link
+    monkeypatch.delenv("PYTORCH_NVCC")
+    import torch.utils.cpp_extension as cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    assert host_pch.trusted_nvcc(str(real)) is None  # no CUDA: no nvcc of kbench's
