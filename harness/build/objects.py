@@ -38,6 +38,7 @@ from pathlib import Path
 from . import shim
 
 MAX_ENTRIES = 2000  # ~0.3-1 MB each
+MAX_SOURCE = 16 << 20  # a host file kbench compiles for the store (load_inline's main.cpp: a few kB)
 WANTS = "kbench-object-wants"  # the notes' folder in a build's scratch
 HOST_WANTS = "kbench-nvcc-host-wants"  # notes of nvcc host compiles without a precompiled prefix
 _KEY = re.compile(r"[0-9a-f]{32}")
@@ -157,10 +158,11 @@ def _torch_includes() -> list[str]:
 def _checked_args(args: list[str], torch_includes: list[str]) -> list[str] | None:
     """The includes of an argument list that is torch's compile rule with flags kbench
     would precompile for (pch.py's list), else None: any other flag may run code in
-    kbench's process (-fplugin=, -B, -wrapper, a specs file) or write elsewhere."""
+    kbench's process (-fplugin=, -B, -wrapper, a specs file) or write elsewhere. An
+    -isystem folder is one of torch's exactly as torch names it: one that only resolves
+    to it (`TORCH/../x/..`, a link in /dev/shm) may be another by the time gcc reads it."""
     from . import pch
 
-    allowed = {os.path.realpath(p) for p in torch_includes}
     includes, i = [], 0
     while i < len(args):
         a = args[i]
@@ -168,7 +170,7 @@ def _checked_args(args: list[str], torch_includes: list[str]) -> list[str] | Non
             i += 2
             continue
         if a == "-isystem":
-            if os.path.realpath(args[i + 1]) not in allowed:
+            if args[i + 1] not in torch_includes:
                 return None
             includes.append(args[i + 1])
             i += 2
@@ -180,13 +182,22 @@ def _checked_args(args: list[str], torch_includes: list[str]) -> list[str] | Non
 
 
 def _checked_env(env: dict, pch_root: Path | None) -> dict | None:
-    """gcc's variables of the build's compile: only CPATH, and only kbench's PCH folders."""
+    """gcc's variables of the build's compile: only CPATH, and only kbench's PCH folders,
+    named as pch.on_include_path names them (<root>/<key>, no link)."""
     if set(env) - {"CPATH"}:
         return None
     for folder in filter(None, env.get("CPATH", "").split(os.pathsep)):
-        if pch_root is None or not Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(pch_root)):
+        if pch_root is None or os.path.dirname(folder) != str(pch_root) \
+                or not re.fullmatch(r"[\w.-]+", os.path.basename(folder)) or os.path.islink(folder):
             return None
     return env
+
+
+def _read_source(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
 
 
 def _deps(text: str) -> list[str]:
@@ -198,20 +209,22 @@ def _deps(text: str) -> list[str]:
 def publish(store: Path, want: dict, pch_root: Path | None = None, timeout: float = 600.0) -> str:
     """Compile a build's missed source here and publish the entry; returns what happened.
     An entry that cannot be published is marked, so that it is not tried again."""
+    # A note is a build process's word: its key is taken only where kbench derives the same
+    # one from the note's source, flags and environment; before that nothing is marked, or
+    # a forged note could mark a victim's key unusable.
     compile_ = shim.parse(want["args"])
-    if compile_ is None:
-        return _unusable(store, want["key"], "not torch's compile form")
-    includes = _checked_args(want["args"], _torch_includes())
-    env = _checked_env(want["env"], pch_root)
-    if includes is None or env is None:
-        return _unusable(store, want["key"], "flags or environment outside kbench's list")
     compiler = shutil.which("c++")
-    source = Path(want["source"]).read_bytes()
+    source = _read_source(want["source"])
+    if compile_ is None or compiler is None or source is None or set(want["env"]) - set(shim.GCC_ENV):
+        return "skipped: not torch's compile form of a source kbench can read"
     gcc_env = {k: v for k, v in os.environ.items() if k not in shim.GCC_ENV and k not in shim._SECOND_DEPFILE}
-    gcc_env.update(env, LC_ALL="C")
+    gcc_env.update(want["env"], LC_ALL="C")
     key = shim.key(shim.describe(compiler), compile_, gcc_env, source)
     if key != want["key"]:
         return "skipped: the build's compiler or environment is not kbench's"
+    includes = _checked_args(want["args"], _torch_includes())
+    if includes is None or _checked_env(want["env"], pch_root) is None:
+        return _unusable(store, key, "flags or environment outside kbench's list")
     store.mkdir(parents=True, exist_ok=True)
     with open(store / f"{key}.lock", "w") as lock:
         try:

@@ -153,3 +153,33 @@ def test_a_flag_kbench_would_pass_to_nvcc_runs_no_command(tmp_path, shm, monkeyp
     build.make_host_pch(store, want, cfg_for(tmp_path))
     assert not (shm / "ran").exists() and not (store / "kbench-door-opened").exists()
     assert victim_answer(tmp_path, store, "b")[0] == "8"
+
+
+def test_a_note_cannot_mark_a_key_it_was_not_made_from_unusable(tmp_path):
+    """A forged note with the victim's key and flags off kbench's list is refused without marking
+    that key, so the victim's own second miss still publishes it."""
+    store = tmp_path / "cache" / "objects"
+    a = build_folder(tmp_path, "a", VICTIM)
+    assert compile_in(a, store, torch_args(a / "main.cpp")).returncode == 0
+    want = want_of(a)
+    forged = {**want, "args": torch_args(a / "main.cpp", "-B/tmp/evil")}
+    assert not objects.publish(store, forged).startswith("unusable")
+    assert not (store / "unusable" / want["key"]).exists()
+    assert objects.publish(store, want).startswith("published")
+
+
+def test_flags_and_folders_are_kbenchs_exactly_not_what_resolves_to_them(tmp_path):
+    """A folder that only resolves to torch's or to a PCH folder (a link, `x/..`) may be another
+    by the time gcc reads it: a build process's files, or a candidate's, can change under it."""
+    include = objects._torch_includes()[0]
+    args = torch_args(Path("/b/main.cpp"))
+    assert objects._checked_args(args, [include]) == [include]
+    for other in (f"{include}/x/..", f"{include}/"):
+        assert objects._checked_args([other if a == include else a for a in args], [include]) is None
+    root = tmp_path / "pch"
+    (root / "k").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "link").symlink_to(tmp_path / "elsewhere")
+    assert objects._checked_env({"CPATH": str(root / "k")}, root) == {"CPATH": str(root / "k")}
+    for other in (str(root / "k" / ".." / "k"), str(root / "link"), str(tmp_path / "elsewhere"), f"{root}/k/x"):
+        assert objects._checked_env({"CPATH": other}, root) is None, other
