@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from . import shim
+from ..shared import sandbox
 
 MAX_PREFIXES = 4  # ~0.8 GB each (torch 2.13, CUDA 13)
 SOURCE = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n\n"  # load_inline's own lines
@@ -57,8 +58,8 @@ def read_wants(scratch: Path) -> list[dict]:
     out = []
     for path in sorted((scratch / HOST_WANTS).glob("*.json"))[:4]:
         try:
-            want = json.loads(path.read_text()[:1 << 20])
-        except (OSError, ValueError):
+            want = json.loads(sandbox.read_written(path) or b"null")
+        except ValueError:
             continue
         if (isinstance(want, dict) and isinstance(want.get("key"), str) and re.fullmatch(r"[0-9a-f]{32}", want["key"])
                 and all(isinstance(want.get(k), list) and all(isinstance(a, str) for a in want[k])
@@ -253,8 +254,6 @@ def _unusable(store: Path, key: str, why: str) -> str:
 
 
 def main(store: str, want_path: str) -> int:
-    from ..shared import sandbox
-
     root = Path(store)
     sandbox.confine([str(root)], "nvcc host prefix")  # no solution code here; nvcc and gcc may write the store only
     want = json.loads(Path(want_path).read_text())

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from . import shim
+from ..shared import sandbox
 
 MAX_ENTRIES = 2000  # ~0.3-1 MB each
 MAX_SOURCE = 16 << 20  # a host file kbench compiles for the store (load_inline's main.cpp: a few kB)
@@ -92,8 +93,8 @@ def read_wants(scratch: Path, ext_dir: Path) -> list[dict]:
     out = []
     for path in sorted((scratch / WANTS).glob("*.json"))[:8]:
         try:
-            want = json.loads(path.read_text()[:1 << 20])
-        except (OSError, ValueError):
+            want = json.loads(sandbox.read_written(path) or b"null")
+        except ValueError:
             continue
         if not (isinstance(want, dict) and isinstance(want.get("key"), str) and _KEY.fullmatch(want["key"])
                 and isinstance(want.get("args"), list) and all(isinstance(a, str) for a in want["args"])
@@ -193,13 +194,6 @@ def _checked_env(env: dict, pch_root: Path | None) -> dict | None:
     return env
 
 
-def _read_source(path: str) -> bytes | None:
-    try:
-        return Path(path).read_bytes()
-    except OSError:
-        return None
-
-
 def _deps(text: str) -> list[str]:
     """The files of a gcc depfile (no escaped spaces: shim.parse refuses such paths)."""
     body = text.replace("\\\n", " ").split(":", 1)[1]
@@ -214,7 +208,7 @@ def publish(store: Path, want: dict, pch_root: Path | None = None, timeout: floa
     # a forged note could mark a victim's key unusable.
     compile_ = shim.parse(want["args"])
     compiler = shutil.which("c++")
-    source = _read_source(want["source"])
+    source = sandbox.read_written(want["source"], limit=MAX_SOURCE)
     if compile_ is None or compiler is None or source is None or set(want["env"]) - set(shim.GCC_ENV):
         return "skipped: not torch's compile form of a source kbench can read"
     gcc_env = {k: v for k, v in os.environ.items() if k not in shim.GCC_ENV and k not in shim._SECOND_DEPFILE}
@@ -307,8 +301,6 @@ def _unusable(store: Path, key: str, why: str) -> str:
 
 
 def main(store: str, want_path: str) -> int:
-    from ..shared import sandbox
-
     root = Path(store)
     # No solution code runs here; the walls are for the compiler, which reads a
     # solution's text: it may write the store and nothing else.

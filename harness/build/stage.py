@@ -379,8 +379,8 @@ def _said(out: Path, device: str) -> dict | None:
     may have written anything there. `skipped` (a CUDA build on a CPU run) only on a CPU
     run: on a GPU a build is never skipped, and a gate passes a skipped task."""
     try:
-        data = json.loads(out.read_text())
-    except (OSError, ValueError):
+        data = json.loads(sandbox.read_written(out) or b"null")
+    except ValueError:
         return None
     if not (isinstance(data, dict) and data.get("status") in _SAID_STATUSES and isinstance(data.get("message", ""), str)):
         return None

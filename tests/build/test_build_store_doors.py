@@ -14,13 +14,16 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from harness.build import host_pch, objects, shim
 from harness.build import stage as build
+from harness.shared import sandbox
 
 from test_build_objects import build_folder, compile_in, torch_args, want_of
 
@@ -183,3 +186,35 @@ def test_flags_and_folders_are_kbenchs_exactly_not_what_resolves_to_them(tmp_pat
     assert objects._checked_env({"CPATH": str(root / "k")}, root) == {"CPATH": str(root / "k")}
     for other in (str(root / "k" / ".." / "k"), str(root / "link"), str(tmp_path / "elsewhere"), f"{root}/k/x"):
         assert objects._checked_env({"CPATH": other}, root) is None, other
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge"])
+def test_notes_and_outcomes_that_are_no_plain_small_file_are_ignored_not_read(tmp_path, kind):
+    """A build process may leave a FIFO (a read would wait for ever), a link to /dev/zero or a
+    huge sparse file where kbench reads its notes and its outcome."""
+    ext = tmp_path / "builds" / "k"
+    paths = [ext / "tmp" / objects.WANTS / "n.json", ext / "tmp" / objects.HOST_WANTS / "n.json",
+             ext / "result.partial.json"]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "zero":
+            path.symlink_to("/dev/zero")
+        else:
+            with open(path, "wb") as f:
+                f.truncate(8 << 30)
+    found: dict = {}
+    reader = threading.Thread(target=lambda: found.update(
+        objects=objects.read_wants(ext / "tmp", ext), host=host_pch.read_wants(ext / "tmp"),
+        said=build._said(paths[2], "cpu")), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert found == {"objects": [], "host": [], "said": None}
+    assert stat.S_ISFIFO(os.lstat(paths[0]).st_mode) or kind != "fifo"
+
+
+def test_reading_what_a_confined_process_wrote():
+    assert sandbox.read_written(Path("/dev/null")) is None
+    assert sandbox.read_written(Path(__file__), limit=10) is None
+    assert sandbox.read_written(Path(__file__)) == Path(__file__).read_bytes()
