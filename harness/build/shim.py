@@ -104,9 +104,25 @@ def describe(compiler: str) -> str:
     return f"{os.path.realpath(compiler)}\n{done.stderr}"
 
 
+def native_cpu() -> str:
+    """What -march=native (or -mtune=, -mcpu=) compiles for: this host's CPU, as the kernel
+    describes its first core (vendor, family, model, flags)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            first = f.read(1 << 16).split("\n\n", 1)[0]
+    except OSError:
+        return "unknown"
+    wanted = ("vendor_id", "cpu family", "model", "model name", "flags", "CPU implementer", "CPU part", "Features")
+    return "\n".join(ln for ln in first.splitlines() if ln.split(":", 1)[0].strip() in wanted)
+
+
 def key(description: str, compile_: Compile, env: dict, source: bytes) -> str:
+    """The store's key of a compile: the compiler, the exact flags, gcc's variables, the
+    source's name and text, and the host's CPU where a flag says `native` (a cache may be
+    shared by hosts, as a Dask cluster's home folder is)."""
     h = hashlib.sha256()
-    for part in (SALT, description, *compile_.normalized(), *(f"{k}={env.get(k, '')}" for k in GCC_ENV)):
+    native = [native_cpu()] if any(a.endswith("=native") for a in compile_.args) else []
+    for part in (SALT, description, *compile_.normalized(), *(f"{k}={env.get(k, '')}" for k in GCC_ENV), *native):
         h.update(part.encode() + b"\0")
     h.update(source)
     return h.hexdigest()[:32]
@@ -124,9 +140,30 @@ def depfile_text(template: str, compile_: Compile) -> str:
     return template.replace("@OUT@", compile_.output).replace("@SRC@", compile_.source)
 
 
+# What torch's loader and ninja leave beside a source (and this stand-in's temporary
+# file). kbench compiles a published source alone in a folder of its own, so a source
+# that includes one of these fails there and is never published.
+_TORCH_FILES = re.compile(r"main\.cpp|cuda\.cu|build\.ninja|\.ninja_\w+|lock|[\w.-]+\.(o|d|so|kbench-tmp)")
+
+
+def alone(source: str) -> bool:
+    """Nothing beside the source but torch's own files: gcc looks for `#include "x"` there
+    first, so a header of the build's own there (or one a candidate put there) would make
+    its compile differ from the object kbench made without it."""
+    folder = os.path.dirname(os.path.abspath(source))
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return all(n == os.path.basename(source) or _TORCH_FILES.fullmatch(n) for n in names)
+
+
 def reuse(entry: Path, compile_: Compile) -> bool:
     """Copy the entry's object to the compile's output and write its depfile, when every
-    header it read is unchanged and the object is the one recorded."""
+    header it read is unchanged, the object is the one recorded, and nothing beside the
+    source could stand in for a header (alone)."""
+    if not alone(compile_.source):
+        return False
     try:
         manifest = json.loads((entry / "manifest.json").read_text())
         obj = (entry / "object.o").read_bytes()

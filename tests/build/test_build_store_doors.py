@@ -218,3 +218,30 @@ def test_reading_what_a_confined_process_wrote():
     assert sandbox.read_written(Path("/dev/null")) is None
     assert sandbox.read_written(Path(__file__), limit=10) is None
     assert sandbox.read_written(Path(__file__)) == Path(__file__).read_bytes()
+
+
+def test_a_header_beside_the_source_is_not_shadowed_by_a_published_object(tmp_path):
+    """gcc finds `#include "x"` beside the source first: a build with a file of that name there
+    compiles its own object, not the one kbench made without it."""
+    text = '#include "cstdio"\nint kb_answer(int x) { return x + 7; }\n'
+    store = tmp_path / "cache" / "objects"
+    a = build_folder(tmp_path, "a", text)
+    assert compile_in(a, store, torch_args(a / "main.cpp")).returncode == 0
+    assert objects.publish(store, want_of(a)).startswith("published")
+    b = build_folder(tmp_path, "b", text)
+    assert "reused from" in compile_in(b, store, torch_args(b / "main.cpp")).stderr
+    c = build_folder(tmp_path, "c", text)
+    (c / "cstdio").write_text("#define KB_SHADOW 1\n")
+    done = compile_in(c, store, torch_args(c / "main.cpp"))
+    assert done.returncode == 0 and "reused" not in done.stderr
+
+
+def test_a_native_cpu_is_part_of_the_key(monkeypatch):
+    """-march=native compiles for the host's own CPU: a cache shared by hosts (a Dask cluster's
+    home folder) keys it by that CPU."""
+    args = torch_args(Path("/b/main.cpp"), "-march=native")
+    first = shim.key("gcc", shim.parse(args), {}, b"x")
+    monkeypatch.setattr(shim, "native_cpu", lambda: "another CPU")
+    assert shim.key("gcc", shim.parse(args), {}, b"x") != first
+    plain = torch_args(Path("/b/main.cpp"), "-march=x86-64-v3")
+    assert shim.key("gcc", shim.parse(plain), {}, b"x") == shim.key("gcc", shim.parse(plain), {}, b"x")
