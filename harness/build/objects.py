@@ -238,7 +238,9 @@ def _compile_and_publish(store: Path, key: str, compile_: shim.Compile, source: 
     try:
         name = os.path.basename(compile_.source)
         (tmp / name).write_bytes(source)
-        here = shim.Compile(compile_.args, str(tmp / name), os.path.basename(compile_.output), str(tmp / "object.d"))
+        # The output's name is no part of the key (each build names its own), so it is
+        # kbench's: a note's could name a file this compile also writes (object.d, all.d).
+        here = shim.Compile(compile_.args, str(tmp / name), "object.o", str(tmp / "object.d"))
         args = [{"@DEP@": here.depfile, "@OUT@": here.output}.get(a, a) for a in here.normalized()]
         args = [here.source if a.startswith("@SRC@/") else a for a in args]
         env = {**env, "TMPDIR": str(tmp)}
@@ -272,7 +274,7 @@ def _compile_and_publish(store: Path, key: str, compile_: shim.Compile, source: 
             "seconds": round(seconds, 1), "headers": [[h, shim.sha256_file(h)] for h in headers]}, indent=0))
         os.rename(entry, store / key)  # atomic: a build sees the whole entry or none
         return f"published {key} ({len(headers)} headers, {seconds:.1f} s)"
-    except (OSError, subprocess.SubprocessError) as e:
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
         return f"not published: {e!r}"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

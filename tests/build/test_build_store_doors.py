@@ -245,3 +245,20 @@ def test_a_native_cpu_is_part_of_the_key(monkeypatch):
     assert shim.key("gcc", shim.parse(args), {}, b"x") != first
     plain = torch_args(Path("/b/main.cpp"), "-march=x86-64-v3")
     assert shim.key("gcc", shim.parse(plain), {}, b"x") == shim.key("gcc", shim.parse(plain), {}, b"x")
+
+
+@pytest.mark.parametrize("output", ["all.d", "object.d"])
+def test_a_note_cannot_name_the_file_kbench_publishes_as_the_object(tmp_path, output):
+    """The output's name is no part of the key (each build names its own), so a note that calls
+    it after a file kbench's compile also writes (the dependency lists) got that text published
+    as the victim's object: its next build copied it and failed to link."""
+    store = tmp_path / "cache" / "objects"
+    a = build_folder(tmp_path, "a", VICTIM)
+    assert compile_in(a, store, torch_args(a / "main.cpp")).returncode == 0
+    want = want_of(a)
+    forged = {**want, "args": [output if x == "main.o" else x for x in want["args"]]}
+    objects.publish(store, forged)
+    if (store / want["key"]).exists():
+        assert (store / want["key"] / "object.o").read_bytes()[:4] == b"\x7fELF"
+    answer, _ = victim_answer(tmp_path, store, "b")
+    assert answer == "8"
