@@ -88,6 +88,8 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | Non
     A folder that only resolves to torch's (`TORCH/x/..`) may hold anything in x."""
     from . import pch
 
+    if not all(_SHELL_SAFE.fullmatch(a) for a in argv[1:]):
+        return None
     flags, i = [], 1
     while i < len(argv):
         a = argv[i]
@@ -95,9 +97,7 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | Non
         if a in ("-c", "-o"):
             i += 2
             continue
-        if not _SHELL_SAFE.fullmatch(a):
-            return None
-        if a == "-isystem" and value in torch_includes and _SHELL_SAFE.fullmatch(value):
+        if a == "-isystem" and value in torch_includes:
             flags += [a, value]
         elif a in ("--compiler-options", "-Xcompiler") and value is not None \
                 and all(f == "-fPIC" or pch._safe(f) for f in value.replace(",", " ").split()):

@@ -167,6 +167,7 @@ def test_kbench_runs_nvcc_only_with_flags_on_its_list(extra, ok):
     assert host_pch._checked_nvcc([*argv[:3], "-isystem", f"{inc}/x/..", *argv[3:]], [inc]) is None
     assert host_pch._checked_nvcc([*argv[:3], "-isystem", f"{inc}/`id`/..", *argv[3:]], [inc]) is None
     assert host_pch._checked_nvcc([*argv, "-DX=$(id)"], [inc]) is None
+    assert host_pch._checked_nvcc([*argv, "--compiler-options", "-O3\n-fPIC"], [inc]) is None
 
 
 def test_only_kbenchs_own_nvcc_is_run(tmp_path, monkeypatch):
