@@ -14,7 +14,7 @@ with the host compile's exact flags, checks that gcc uses it, and publishes it u
 <store>/nvcc-host/<key>/. The gcc stand-in (shim.py) then compiles a build's file as
 `#include` of that prefix plus the rest, where the file starts with exactly that text.
 
-It runs nvcc with a build's flags, so it runs kbench's own nvcc only (never the program a
+It runs nvcc with a build's flags, so it runs kbench's own nvcc (never the program a
 build's note names), and those flags must be on a fixed list (no -ccbin, no -Xcompiler
 beyond pch.py's list, no file a flag would read or write, no character the shell that
 runs nvcc's listed steps would act on); and it is made only where builds wait to use
@@ -115,30 +115,25 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | Non
 
 
 def kbench_nvcc() -> str | None:
-    """The nvcc kbench's builds run, as torch's build.ninja names it (PYTORCH_NVCC, else
-    CUDA_HOME/bin/nvcc; stage.toolchain_versions describes the same one), resolved."""
+    """The nvcc kbench's builds run, as torch's build.ninja names it: PYTORCH_NVCC, else
+    CUDA_HOME/bin/nvcc (stage.toolchain_versions describes the same one). The nvcc a
+    build's note names is never run: it is the build's word, and a build may write a
+    program called nvcc, nvcc.profile beside it, where every sandbox may (/dev/shm). If
+    the build ran another nvcc, the host compile kbench's lists is another key, and
+    nothing is made."""
     import torch.utils.cpp_extension as cpp_extension
 
     nvcc = os.environ.get("PYTORCH_NVCC") or (os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
                                               if cpp_extension.CUDA_HOME else None)
-    found = shutil.which(nvcc) if nvcc else None
-    return os.path.realpath(found) if found else None
-
-
-def trusted_nvcc(argv0: str) -> str | None:
-    """kbench's own nvcc, where the build's command names that file; else None. The
-    command is a build process's word, and a build may write a program called nvcc,
-    nvcc.profile beside it, where every sandbox may (/dev/shm): kbench never runs it."""
-    ours = kbench_nvcc()
-    return ours if ours is not None and os.path.realpath(argv0) == ours else None
+    return shutil.which(nvcc) if nvcc else None
 
 
 def make(store: Path, want: dict, pch_root: Path | None = None, timeout: float = 900.0) -> str:
     """Make, check and publish the prefix for a build's nvcc command; returns what happened."""
     from .objects import _checked_env, _torch_includes
 
-    nvcc = trusted_nvcc(want["nvcc"][0]) if want["nvcc"] else None
-    flags = _checked_nvcc(want["nvcc"], _torch_includes()) if nvcc else None
+    nvcc = kbench_nvcc()
+    flags = _checked_nvcc(want["nvcc"], _torch_includes()) if nvcc and want["nvcc"] else None
     env = _checked_env(want["env"], pch_root)
     if flags is None or env is None:
         # Not marked unusable: the key is the note's word until nvcc lists the same compile.

@@ -224,8 +224,8 @@ def _schedule_host_pch(queue: BuildQueue, store: Path | None, want: dict, cfg: B
 
     if store is None or not _pch_pays_off(queue.waiting(), max(1, cfg.jobs)):
         return
-    if not want["nvcc"] or host_pch.trusted_nvcc(want["nvcc"][0]) is None:
-        return  # a note naming any nvcc but kbench's own starts nothing (host_pch.make says why)
+    if host_pch.kbench_nvcc() is None:
+        return  # no nvcc of kbench's: a note naming one of the build's starts nothing
     if host_pch.should_make(store, want["key"]):
         queue.put_first(f"nvcc-host:{want['key']}", lambda: make_host_pch(store, want, cfg))
 

@@ -172,23 +172,27 @@ def test_kbench_runs_nvcc_only_with_flags_on_its_list(extra, ok):
 
 def test_only_kbenchs_own_nvcc_is_run(tmp_path, monkeypatch):
     """The nvcc a note names is a build process's word: an install's layout (nvcc.profile beside
-    it) anywhere a build may write (its folder, /dev/shm) is not kbench's nvcc."""
-    fake = tmp_path / "shm" / "nvcc"
-    fake.parent.mkdir(parents=True)
-    fake.write_text("#!/bin/sh\n")
-    (fake.parent / "nvcc.profile").write_text("")
-    real = tmp_path / "cuda" / "bin" / "nvcc"
-    real.parent.mkdir(parents=True)
-    real.write_text("#!/bin/sh\n")
-    real.chmod(0o755)
-    (tmp_path / "link").symlink_to(real)
-    monkeypatch.setenv("PYTORCH_NVCC", str(real))
-    assert host_pch.trusted_nvcc(str(fake)) is None
-    assert host_pch.trusted_nvcc("/bin/sh") is None
-    assert host_pch.trusted_nvcc(str(real)) == str(real)
-    assert host_pch.trusted_nvcc(str(tmp_path / "link")) == str(real)  # the file kbench resolves, not the link
+    it) anywhere a build may write (its folder, /dev/shm) is never run; kbench runs its own
+    (PYTORCH_NVCC, else CUDA_HOME/bin/nvcc), and none where it has none."""
+    def program(path: Path, mark: str) -> Path:
+        path.parent.mkdir(parents=True)
+        path.write_text(f"#!/bin/sh\ntouch {tmp_path / mark}\nexit 1\n")
+        path.chmod(0o755)
+        (path.parent / "nvcc.profile").write_text("")
+        return path
+
+    theirs = program(tmp_path / "shm" / "nvcc", "theirs-ran")
+    ours = program(tmp_path / "cuda" / "bin" / "nvcc", "ours-ran")
+    want = {"key": "c" * 32, "host_args": [], "nvcc": [str(theirs), "-O3", "-c", "x.cu", "-o", "x.o"], "env": {}}
+    monkeypatch.setenv("PYTORCH_NVCC", str(ours))
+    assert host_pch.kbench_nvcc() == str(ours)
+    assert host_pch.make(tmp_path / "objects", want).startswith("skipped")
+    assert (tmp_path / "ours-ran").exists() and not (tmp_path / "theirs-ran").exists()
     monkeypatch.delenv("PYTORCH_NVCC")
     import torch.utils.cpp_extension as cpp_extension
 
     monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
-    assert host_pch.trusted_nvcc(str(real)) is None  # no CUDA: no nvcc of kbench's
+    assert host_pch.kbench_nvcc() is None
+    (tmp_path / "ours-ran").unlink()
+    assert host_pch.make(tmp_path / "objects", want).startswith("skipped")
+    assert not (tmp_path / "ours-ran").exists() and not (tmp_path / "theirs-ran").exists()

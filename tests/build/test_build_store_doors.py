@@ -109,7 +109,7 @@ def test_the_victim_reuses_kbenchs_object_and_the_poison_would_reach_it(tmp_path
     assert answer == "667" and "reused from" in said
 
 
-def test_a_host_note_naming_a_program_of_the_builds_runs_nothing(tmp_path, shm):
+def test_a_host_note_naming_a_program_of_the_builds_runs_nothing(tmp_path, shm, monkeypatch):
     """An `nvcc` (with nvcc.profile beside it, as an install has) in /dev/shm, named by a note in
     the attacker's build folder: kbench's prefix process runs only kbench's own nvcc."""
     store, key = published_victim(tmp_path)
@@ -118,6 +118,8 @@ def test_a_host_note_naming_a_program_of_the_builds_runs_nothing(tmp_path, shm):
     shutil.copy(poison_kit(shm, tmp_path, store, key), fake)
     (fake.parent / "nvcc.profile").write_text("")
     want = {"key": "a" * 32, "host_args": [], "nvcc": [str(fake), "-O3", "-c", "x.cu", "-o", "x.o"], "env": {}}
+    if NVCC.is_file():
+        monkeypatch.setenv("PYTORCH_NVCC", str(NVCC))  # kbench has an nvcc of its own, and runs that one
     build.make_host_pch(store, want, cfg_for(tmp_path))
     assert not (shm / "ran").exists() and not (store / "kbench-door-opened").exists()
     assert not (store / "nvcc-host" / "unusable" / want["key"]).exists()  # a key kbench did not derive is left alone
@@ -132,7 +134,8 @@ def _key_as_kbench_would_find_it(nvcc: str, flags: list[str], work: Path) -> str
     env.update(LC_ALL="C", TMPDIR=str(work))
     dry = subprocess.run([nvcc, "--dryrun", "-keep", "--keep-dir", str(work), *flags, "-c", str(work / "cuda.cu"),
                           "-o", str(work / "cuda.o")], cwd=work, env=env, capture_output=True, text=True)
-    line = next(ln[3:] for ln in reversed(dry.stderr.splitlines()) if ln.startswith("#$ gcc ") and shim.HOST_SUFFIX in ln)
+    line = next(ln[3:] for ln in reversed(dry.stderr.splitlines())
+                if ln.startswith("#$ gcc ") and shim.HOST_SUFFIX in ln)
     return shim.host_key(shim.describe(shutil.which("gcc")), shim.parse_host(shlex.split(line)[1:])[1], env)
 
 
