@@ -246,6 +246,7 @@ def main(spawned: Spawned) -> None:
     if not line:
         remote.close()
         os._exit(0)  # not needed after all
+    spec_read_at = time.monotonic()  # kbench's clock too (CLOCK_MONOTONIC): how long the spec waited for this judge
     spec = json.loads(line)
     if spec.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
@@ -253,6 +254,7 @@ def main(spawned: Spawned) -> None:
     try:
         result = run(spec, remote, emit)
         result["worker_seconds"] = time.monotonic() - t0
+        result["spec_read_at"] = spec_read_at
     finally:
         # The candidate is killed (SIGKILL to its group: none of its code runs after
         # this) before the verdict leaves, and dies while the verdict travels: kbench
