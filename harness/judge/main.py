@@ -10,6 +10,7 @@ by the judge or the candidate, is only a log.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -90,12 +91,33 @@ def time_task(judge: Judge, spec: dict) -> Timing:
     judge.phase("time")
     baseline = compiled_reference(judge) if spec.get("compile_baseline") else None
     timer = Timer(judge, TimingConfig(**spec["timing"]), baseline)
-    with judge.spend("timing"):
+    with judge.spend("timing"), _profiled(spec):
         pair = timer.run()
     judge.reader.release()
     judge.notes.extend(pair.notes)
     judge.flags |= pair.flags
     return summarize(judge, pair, timer.warm, spec)
+
+
+@contextlib.contextmanager
+def _profiled(spec: dict):
+    """KBENCH_PROFILE_TIMING=DIR: the judge's timing phase under cProfile, written to
+    DIR/<solution file>.prof (pstats), for finding where a task's timing goes on the
+    judge's side. Off by default: a profiler slows the judge's own loop."""
+    folder = os.environ.get("KBENCH_PROFILE_TIMING")
+    if not folder:
+        yield
+        return
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        yield
+    finally:
+        prof.disable()
+        os.makedirs(folder, exist_ok=True)
+        prof.dump_stats(os.path.join(folder, os.path.basename(spec["solution_path"]) + f".{os.getpid()}.prof"))
 
 
 def compiled_reference(judge: Judge):
