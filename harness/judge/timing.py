@@ -434,8 +434,14 @@ class Timer:
                   f"busy before {busy_before * 1e6:.0f} us", flush=True)
         with at("read"):
             outs = self._read_calls(q.reply, n)
-            claim = self.j.holds.claim(q.seq)
         ref, base = self._reference_and_compare(self._eager_reference(), outs, n, False, keep)
+        with at("read"):
+            # Only now: the request for its claim lets the candidate run again, and the outputs
+            # read above are views of its memory, valid while it is frozen. Asked before the
+            # comparison, a worker thread that launches each call's kernel after forward returns
+            # finished them during the request, untimed, and was compared finished
+            # (thread_after_forward.py: ok at 1.45x its twin, H200 2026-11-28).
+            claim = self.j.holds.claim(q.seq)
         return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before)
 
     def _eager_reference(self) -> batches.Eager:
