@@ -35,7 +35,7 @@ from pathlib import Path
 
 from . import task_seconds, work
 from .dask_feed import Feeder
-from .dask_worker import RESOURCE, START_TOPIC, WorkerArgs, build_task, eval_task, start_judges, stop_judges
+from .dask_worker import ENDED_AT, RESOURCE, START_TOPIC, WorkerArgs, build_task, eval_task, start_judges, stop_judges
 from .gpus import visible_device
 from .executors import Events, Finished, Quiet
 from ..records import BuildResult, Status, TaskSpec, UserError, __version__
@@ -55,12 +55,14 @@ def local_cluster(device: str, workers: int, cache_dir: Path, use_cache: bool = 
     from distributed import Nanny, Scheduler, SpecCluster
 
     if device == "cuda":
-        import torch
+        if not gpus:
+            import torch
 
-        if torch.cuda.device_count() == 0:
-            raise UserError("--executor dask --device cuda: no CUDA GPU on this host to start workers for; "
-                            "pass --scheduler ADDRESS of a cluster with GPU workers, or use --device cpu")
-        indices = list(gpus) or list(range(torch.cuda.device_count()))
+            if torch.cuda.device_count() == 0:
+                raise UserError("--executor dask --device cuda: no CUDA GPU on this host to start workers for; "
+                                "pass --scheduler ADDRESS of a cluster with GPU workers, or use --device cpu")
+            gpus = tuple(range(torch.cuda.device_count()))
+        indices = list(gpus)
         workers = workers or len(indices)
     else:
         indices, workers = [], workers or CPU_WORKERS
@@ -81,6 +83,78 @@ def local_cluster(device: str, workers: int, cache_dir: Path, use_cache: bool = 
                            silence_logs=logging.ERROR, name="kbench")
 
 
+class EarlyCluster:
+    """The cluster kbench starts on this host, started in a thread as the run begins, its
+    GPU workers' judges with it: on 2 H200s the cluster's start (2.7 s) came after kbench's
+    own `import torch` and device probe (~4 s), and the first task then waited 4.5-4.8 s for
+    a judge (bench/gpu_scaling_53a8be6_2xH200.md). `gpus` are NVML's (gpus.visible_count),
+    as for the local executor's early judges; a run whose torch finds others starts anew."""
+
+    def __init__(self, cfg, gpus: tuple[int, ...]):
+        self.gpus = gpus
+        self.args = WorkerArgs(str(cfg.cache_dir), cfg.use_cache, cfg.build_jobs)
+        self._made: Future = Future()
+        self._taken = False
+        threading.Thread(target=self._start, args=(cfg,), name="kbench-dask-start", daemon=True).start()
+
+    def _start(self, cfg) -> None:
+        try:
+            from distributed import Client
+
+            cluster = local_cluster(cfg.options.device, cfg.dask_workers, cfg.cache_dir, cfg.use_cache, self.gpus)
+            client = Client(cluster)
+            futures = submit_judges(client, cfg.options.device, cfg.options, self.args)
+        except BaseException as e:  # noqa: BLE001 - raised where the run takes it (UserError included)
+            self._made.set_exception(e)
+        else:
+            self._made.set_result((cluster, client, futures))
+
+    def take(self, gpus: tuple[int, ...]):
+        """(cluster, client, the judges' futures) where `gpus` are the ones it was started
+        for, else None (it is closed). Raises what starting it raised."""
+        if self._taken:  # discarded (or taken) already
+            return None
+        self._taken = True
+        made = self._made.result()
+        if tuple(gpus) == tuple(self.gpus):
+            return made
+        _close(made)
+        return None
+
+    def discard(self) -> None:
+        """Close it unless a run took it (waits for a start under way)."""
+        if self._taken:
+            return
+        self._taken = True
+        try:
+            made = self._made.result()
+        except BaseException:  # noqa: BLE001 - nothing was made
+            return
+        _close(made)
+
+
+def _close(made) -> None:
+    cluster, client, _ = made
+    try:
+        client.close()
+    finally:
+        cluster.close()
+
+
+def submit_judges(client, device: str, options, args: WorkerArgs, tags=None) -> list:
+    """Judges started ahead on every GPU worker now (a task on each worker, pinned to it;
+    none on --device cpu, where they would take the cores the task is timed on). Their
+    futures must be kept: Dask forgets a task nobody holds."""
+    if device != "cuda":
+        return []
+    tags = tags or itertools.count()
+    res = RESOURCE[device]
+    return [client.submit(start_judges, options, args, __version__, workers=[address], allow_other_workers=False,
+                          pure=False, key=f"kbench-judges-{address}-{next(tags)}")
+            for address, w in client.scheduler_info().get("workers", {}).items()
+            if w.get("resources", {}).get(res, 0) >= 1]
+
+
 class DaskExecutor:
     name = "dask"
 
@@ -97,6 +171,7 @@ class DaskExecutor:
         self.feeder = Feeder(self._slots, settle_s=SETTLE_S)
         self._slot_list, self._slot_time = [], -1e9
         self._tags = itertools.count()
+        self.judges_started = False  # by an EarlyCluster, before this executor was made
         self._check_resources()
         client.subscribe_topic(START_TOPIC, self._on_start)
 
@@ -104,17 +179,12 @@ class DaskExecutor:
         """Judges started ahead on every GPU worker now, while the builds run (a task on
         each worker, pinned to it; none on --device cpu, where they would take the cores
         the task is timed on)."""
-        if self.device != "cuda":
-            return
-        res = RESOURCE[self.device]
-        for address, w in self.client.scheduler_info().get("workers", {}).items():
-            if w.get("resources", {}).get(res, 0) >= 1:
-                self._futures.append(self.client.submit(
-                    start_judges, options, self.args, __version__, workers=[address], allow_other_workers=False,
-                    pure=False, key=f"kbench-judges-{address}-{next(self._tags)}"))
+        self._futures.extend(submit_judges(self.client, self.device, options, self.args, self._tags))
 
     @classmethod
-    def for_run(cls, cfg, events: Events | None = None, shapes=None) -> "DaskExecutor":
+    def for_run(cls, cfg, events: Events | None = None, shapes=None, early: EarlyCluster | None = None) -> "DaskExecutor":
+        """The executor on cfg's cluster: one at --scheduler, else `early`'s where it was
+        started for cfg's GPUs (its judges submitted: `judges_started`), else a new one."""
         from distributed import Client
 
         durations = task_seconds.load(cfg.cache_dir)
@@ -129,10 +199,17 @@ class DaskExecutor:
                                 "--resources GPU=1`") from None
             return cls(client, device, WorkerArgs(None, cfg.use_cache, cfg.build_jobs), events,
                        durations=durations, shapes=shapes)
+        args = WorkerArgs(str(cfg.cache_dir), cfg.use_cache, cfg.build_jobs)
+        made = early.take(cfg.gpus) if early is not None else None
+        if made is not None:
+            cluster, client, judges = made
+            executor = cls(client, device, args, events, cluster, durations=durations, shapes=shapes)
+            executor._futures.extend(judges)
+            executor.judges_started = True
+            return executor
         cluster = local_cluster(device, cfg.dask_workers, cfg.cache_dir, cfg.use_cache, cfg.gpus)
         client = Client(cluster)
-        return cls(client, device, WorkerArgs(str(cfg.cache_dir), cfg.use_cache, cfg.build_jobs), events, cluster,
-                   durations=durations, shapes=shapes)
+        return cls(client, device, args, events, cluster, durations=durations, shapes=shapes)
 
     def _slots(self) -> list[str]:
         """The cluster's evaluation slots: each worker's address once per GPU (EVAL)
@@ -188,7 +265,8 @@ class DaskExecutor:
             # To the free slot's worker (dask_feed.py says why); loosely, so that a worker
             # that died leaves its task to another, as Dask would.
             where = {"workers": [worker], "allow_other_workers": True} if worker else {}
-            e = self.client.submit(eval_task, spec, self.args, __version__, b, key=f"kbench-eval-{tag}", pure=False,
+            e = self.client.submit(eval_task, spec, self.args, __version__, b, time.time(), key=f"kbench-eval-{tag}",
+                                   pure=False,
                                    resources={RESOURCE[self.device]: 1}, **where)
             with self._lock:
                 self._futures.append(e)
@@ -209,6 +287,11 @@ class DaskExecutor:
             return
         try:
             result, log = f.result()
+            ended = result.phase_seconds.get(ENDED_AT)
+            if ended is not None:
+                phases = {k: v for k, v in result.phase_seconds.items() if k != ENDED_AT}
+                phases["dask_return"] = round(max(0.0, time.time() - ended), 3)
+                result = replace(result, phase_seconds=phases)
         except Exception as ex:  # noqa: BLE001 - KilledWorker: its worker died each time it ran
             result, log = work.failed(spec, Status.CRASHED, f"its Dask worker died each time it ran it: "
                                       f"{type(ex).__name__}: {ex}"[:400]), None

@@ -8,7 +8,8 @@ started ahead. dask_cluster.py is kbench's side, which submits them. Imports
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import health, launch, work
@@ -16,6 +17,7 @@ from .executors import prestart_depth
 from ..records import BuildResult, Status, TaskSpec, __version__
 
 START_TOPIC = "kbench-task-start"
+ENDED_AT = "_ended_at"  # an eval task's end, time.time() on its worker: in its phases on the way back only
 RESOURCE = {"cuda": "GPU", "cpu": "EVAL"}
 
 
@@ -55,11 +57,16 @@ def build_task(spec: TaskSpec, args: WorkerArgs, version: str) -> BuildResult:
     return built
 
 
-def eval_task(spec: TaskSpec, args: WorkerArgs, version: str, built: BuildResult):
+def eval_task(spec: TaskSpec, args: WorkerArgs, version: str, built: BuildResult, submitted_at: float | None = None):
     """Build (a cache hit where the build task ran on this host or on a shared
-    cache) and judge one task; returns (TaskResult, log text)."""
+    cache) and judge one task; returns (TaskResult, log text). Its phases gain
+    "dask_wait": from kbench's submit (`submitted_at`, time.time() there) to this
+    start, on the two hosts' clocks; kbench adds "dask_return" (dask_cluster.py):
+    on 2 H200s a Dask run's GPU lanes were busy ~24 of its 40 s of tasks against the
+    local executor's 22 of 25, and where the rest goes was not known."""
     from distributed import get_worker
 
+    began = time.time()
     worker = get_worker()
     worker.log_event(START_TOPIC, {"key": spec.key, "worker": worker.address})
     if version != __version__:
@@ -73,7 +80,12 @@ def eval_task(spec: TaskSpec, args: WorkerArgs, version: str, built: BuildResult
     result, log = work.run_task(spec, host, child)
     if spec.options.device == "cuda":
         _healthy[host.gpu_index] = health.after(result, host.gpu_index)
-    return result, log
+    phases = dict(result.phase_seconds)
+    if submitted_at is not None:
+        phases["dask_wait"] = round(max(0.0, began - submitted_at), 3)
+    phases["dask_after"] = round(time.time() - began - result.seconds, 3) if result.seconds else 0.0
+    phases[ENDED_AT] = time.time()  # kbench turns it into dask_return and drops it
+    return replace(result, phase_seconds=phases), log
 
 
 # Judges started ahead on each worker for its next tasks with the same options, as

@@ -30,6 +30,7 @@ class EarlyJudges:
         # cores.py: they wait off the lanes' reserved cores until their task moves them onto their lane's.
         self.split, self.lanes = split or cores.CoreSplit(), lanes or {}  # lanes: GPU index -> lane number
         self.judges: dict = {g: list(c) for g, c in (judges or {}).items()}  # GPU index -> [judge], first prepared
+        self.dask = None  # under --executor dask, the cluster kbench starts (dask_cluster.EarlyCluster)
         self._lock = threading.Lock()
 
     @classmethod

@@ -197,6 +197,10 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
     split = _core_split(cfg, len(early_gpus))
     early = EarlyJudges.start(cfg.options, early_gpus, cfg.cache_dir / "builds",
                               cfg.executor == "local" and cfg.resume is None, split)
+    if cfg.executor == "dask" and not cfg.scheduler and cfg.resume is None:
+        from . import dask_cluster
+
+        early.dask = dask_cluster.EarlyCluster(cfg, early_gpus)
     try:
         dev = probe_device(cfg.device)  # first: without a GPU nothing else matters
         cfg = _with_gpus(cfg, dev, reporter)
@@ -220,6 +224,8 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
             return _run_locked(cfg, reporter, dev, found, out_dir, clock, early, split)
     finally:
         early.discard()  # those no lane took
+        if early.dask is not None:
+            early.dask.discard()  # a cluster the run did not take (it stopped before its tasks)
 
 
 def _check_sandbox(cfg: RunConfig, reporter: Reporter) -> None:
@@ -468,8 +474,10 @@ def _executor(cfg: RunConfig, dev: DeviceInfo, todo: list[Task], events: _Events
     if cfg.executor == "dask":
         from . import dask_cluster
 
-        executor = dask_cluster.DaskExecutor.for_run(cfg, events, shapes=_problem_sizes(cfg, todo, clock))
-        executor.start_judges(cfg.options)
+        executor = dask_cluster.DaskExecutor.for_run(cfg, events, shapes=_problem_sizes(cfg, todo, clock),
+                                                     early=early.dask if early is not None else None)
+        if not executor.judges_started:
+            executor.start_judges(cfg.options)
         clock.lap("dask_cluster")
         return executor
     bandwidth = None

@@ -89,6 +89,11 @@ def test_dask_executor_matches_local_and_survives_a_killed_worker(kbench_cache, 
     assert len(retried) == 1, [(r["solution_path"], r["attempts"]) for r in results]
     assert "ran 2 times: its earlier Dask worker died under it" in retried[0]["message"]
     assert all(r["worker"].startswith("tcp://") for r in results)
+    # Where a Dask task's seconds outside its judge go: the submit's way to the worker, the
+    # worker's own work around the task, the result's way back (its clock stamp is not kept).
+    judged = [r["phase_seconds"] for r in results if r["status"] != "build_error"]
+    assert judged and all(p.get("dask_wait", -1) >= 0 and p.get("dask_return", -1) >= 0 and "dask_after" in p
+                          and "_ended_at" not in p for p in judged), judged
     for r in results:  # every log came back to the run folder
         assert Path(r["log_path"]).is_file() and "[kbench] worker log" in Path(r["log_path"]).read_text()
     time.sleep(1)
