@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,8 @@ def pytest_sessionfinish(session):
         import shutil
 
         shutil.rmtree(cache, ignore_errors=True)
-        Path(cache.parent / f"{cache.name}-pch.log").unlink(missing_ok=True)
+        for leftover in (f"{cache.name}-pch.log", f"{cache.name}-escapes.lock"):
+            Path(cache.parent / leftover).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
@@ -197,41 +199,81 @@ HANG_LIMITS = {"KBENCH_HANG_FIRST_MIN_S": "10", "KBENCH_HANG_IMPORT_S": "10"}
 
 
 @pytest.fixture(scope="session")
-def adversarial_cpu(run_cli, kbench_cache, tmp_path_factory) -> dict:
+def escape_watch(kbench_cache):
+    """A context manager that holds the session's escape watch: the runs that look for
+    processes and files left behind by escape fixtures (ESCAPE_MARKER, kbench-pwned-*), and
+    kill what they find, take turns, whichever worker runs them, so that none sees (or
+    kills) what another one's fixtures do while it watches."""
+    import contextlib
+    import fcntl
+
+    path = kbench_cache.parent / f"{kbench_cache.name}-escapes.lock"
+
+    @contextlib.contextmanager
+    def watching():
+        with open(path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    return watching
+
+
+def build_ahead(problems: Path, solutions: Path, cache: Path) -> subprocess.CompletedProcess:
+    """Build every solution of a set into `cache` as `kbench run --device cpu` would at its
+    start (tests/build_ahead.py), so that the run finds its builds cached and its tasks
+    start at once (a CPU run judges none while a build runs)."""
+    env = {**os.environ, "KBENCH_CACHE": str(cache),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "build_ahead.py"), str(problems), str(solutions)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.fixture(scope="session")
+def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> dict:
     """Every CPU adversarial fixture (tests/fixtures/adversarial/cpu) judged in one run, and
     what happened after kbench exited. test_adversarial, test_hang and test_escapes read
     it: each used to run its own subset again (the escapes and hangs are in this set).
 
     The session's build cache (and its PCH): the cache-poisoning fixture attacks the
     victim's build in it, and test_escapes checks that build still works in a second
-    run. The escape checks:
+    run. The set's C++ is built into it first (build_ahead: its compiles take two cores
+    for minutes, while another worker's tests, test_doors' watch among them, go on); the
+    run then judges every task as before. The escape checks, over the run and under
+    escape_watch:
     (a) 3 s after kbench exits, no process carrying the fixtures' marker is alive (any
     found are killed); (b) 5 s after, results.json has the bytes it had at exit; (c) no
     kbench-pwned-* file appeared in /tmp or ~ (any found are removed)."""
     tmp = tmp_path_factory.mktemp("adversarial-cpu")
     cache, out = kbench_cache, tmp / "run"
-    markers_before, pwned_before = marker_pids(), pwned_files()
     seen: dict = {"cache": cache, "tmp": tmp, "out": out}
-    started = time.monotonic()
-    try:
-        proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
-                       # 2 s: the budget is a hard cap (judge/stopping.py), and the twins' and
-                       # max_speedup's comparisons want a median of several pairs, not one or two
-                       "--out", str(out), "--device", "cpu", "--time-budget", "2", "--timeout", "120",
-                       env=HANG_LIMITS, timeout=2400)  # 108 tasks: 6-7 min warm on a 2-core box at load 3
-        exited = time.monotonic()
-        seen.update(proc=proc, seconds=exited - started)
-        results = out / "results.json"
-        seen["bytes_at_exit"] = results.read_bytes() if results.is_file() else None
-        time.sleep(max(0.0, exited + 3 - time.monotonic()))
-        seen["alive_after_3s"] = {pid: _cmdline(pid) for pid in marker_pids() - markers_before}
-        time.sleep(max(0.0, exited + 5 - time.monotonic()))
-        seen["bytes_after_5s"] = results.read_bytes() if results.is_file() else None
-        seen["pwned"] = sorted(str(p) for p in pwned_files() - pwned_before)
-    finally:
-        kill_pids(marker_pids() - markers_before)
-        for path in pwned_files() - pwned_before:
-            path.unlink(missing_ok=True)
+    ahead = build_ahead(ADVERSARIAL / "problems", ADVERSARIAL / "cpu", cache)
+    if ahead.returncode != 0:  # the run builds what is missing itself, as it would have anyway
+        warnings.warn(f"building the adversarial set ahead failed: {(ahead.stdout + ahead.stderr)[-2000:]}")
+    with escape_watch():
+        markers_before, pwned_before = marker_pids(), pwned_files()
+        started = time.monotonic()
+        try:
+            proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
+                           # 2 s: the budget is a hard cap (judge/stopping.py), and the twins' and
+                           # max_speedup's comparisons want a median of several pairs, not one or two
+                           "--out", str(out), "--device", "cpu", "--time-budget", "2", "--timeout", "120",
+                           env=HANG_LIMITS, timeout=2400)  # 110 tasks: 6-7 min warm on a 2-core box at load 3
+            exited = time.monotonic()
+            seen.update(proc=proc, seconds=exited - started)
+            results = out / "results.json"
+            seen["bytes_at_exit"] = results.read_bytes() if results.is_file() else None
+            time.sleep(max(0.0, exited + 3 - time.monotonic()))
+            seen["alive_after_3s"] = {pid: _cmdline(pid) for pid in marker_pids() - markers_before}
+            time.sleep(max(0.0, exited + 5 - time.monotonic()))
+            seen["bytes_after_5s"] = results.read_bytes() if results.is_file() else None
+            seen["pwned"] = sorted(str(p) for p in pwned_files() - pwned_before)
+        finally:
+            kill_pids(marker_pids() - markers_before)
+            for path in pwned_files() - pwned_before:
+                path.unlink(missing_ok=True)
     seen["data"] = json.loads(seen["bytes_at_exit"]) if seen["bytes_at_exit"] else None
     return seen
 
