@@ -18,15 +18,84 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import expect`
 # Fixtures that start kbench runs (a module using one takes tens of seconds to minutes).
 RUNS = {"run_cli", "adversarial_cpu", "kbench_cache"}
 
+# ---- two pytest-xdist workers on a CPU machine --------------------------------------
+# The whole suite (`python -m pytest`, no paths: the README's command and CI's) runs on two
+# workers where torch sees no GPU: the CPU adversarial run (conftest.adversarial_cpu) is half
+# of the suite's time and judges one task at a time, so the rest runs beside it. A run given
+# paths, any GPU machine (its timing tests want the GPU and the host to themselves) and
+# KBENCH_TEST_WORKERS=0 run in one process, as before. Each module is one unit of work, so a
+# module's own kbench run is made once; the modules that share the adversarial run are one.
+WORKERS = 2
+ADVERSARIAL_GROUP = "adversarial-cpu"
 
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pyproject's addopts): how many workers (0: none, one process)."""
+    if os.environ.get("KBENCH_TEST_WORKERS"):
+        return int(os.environ["KBENCH_TEST_WORKERS"])
+    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
+        return 0  # some tests, named: no worker start-up to pay, output as before
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return 0
+    except Exception:  # noqa: BLE001
+        pass
+    return min(WORKERS, len(os.sched_getaffinity(0)))
+
+
+def _worker(config) -> str | None:
+    """This process's xdist worker id ("gw0", ...), or None (one process, or the controller)."""
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
+def _distributed(config) -> bool:
+    return _worker(config) is not None
+
+
+def pytest_configure(config):
+    """One build cache for every CLI run in the session, whichever worker runs it (an
+    explicit KBENCH_CACHE is used as is, so builds made by earlier runs are reused): made by
+    the controller (or the only process), handed to the workers (pytest_configure_node)."""
+    import tempfile
+
+    given = getattr(config, "workerinput", {}).get("kbench_cache")
+    if given:
+        config.stash[_CACHE] = Path(given)
+    elif os.environ.get("KBENCH_CACHE"):
+        config.stash[_CACHE] = Path(os.environ["KBENCH_CACHE"])
+    else:
+        config.stash[_CACHE] = Path(tempfile.mkdtemp(prefix="kbench-test-cache-"))
+        config.stash[_OWNED] = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["kbench_cache"] = str(node.config.stash[_CACHE])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Modules that start kbench runs go after the rest, so that the first minute shows
     hundreds of unit tests passing (and a unit failure shows in seconds, not after the
     end-to-end runs). Modules move whole, keeping their order, so that a module-scoped
-    run is made once. Then gpu-marked tests skip, visibly, where torch sees no CUDA device."""
+    run is made once. On xdist workers the longest work goes first instead (the
+    adversarial run's modules, then the other end-to-end modules), each module one group.
+    Then gpu-marked tests skip, visibly, where torch sees no CUDA device."""
     slow = {item.module.__name__ for item in items if RUNS & set(item.fixturenames)}
     items.sort(key=lambda item: item.module.__name__ in slow)  # stable: collection order otherwise
-    _start_the_pch(config, wanted=len(slow) >= PCH_FROM_MODULES)
+    if _distributed(config):
+        adversarial = {item.module.__name__ for item in items if "adversarial_cpu" in item.fixturenames}
+        for item in items:
+            name = item.module.__name__
+            item.add_marker(pytest.mark.xdist_group(ADVERSARIAL_GROUP if name in adversarial else name))
+        watchers = {item.module.__name__ for item in items if "escape_watch" in item.fixturenames}
+        items.sort(key=lambda item: (item.module.__name__ not in adversarial, item.module.__name__ not in watchers,
+                                     item.module.__name__ not in slow))
+    if _worker(config) in (None, "gw0"):  # one PCH for the session's cache
+        _start_the_pch(config, wanted=len(slow) >= PCH_FROM_MODULES)
     try:
         import torch
 
@@ -49,17 +118,12 @@ def pytest_collection_modifyitems(config, items):
 # end-to-end modules were collected to pay for it (the whole suite, not one module).
 PCH_FLAGS = ["-O3"]
 PCH_FROM_MODULES = 4
-_CACHE, _PCH = pytest.StashKey[Path](), pytest.StashKey[int]()
+_CACHE, _PCH, _OWNED = pytest.StashKey[Path](), pytest.StashKey[int](), pytest.StashKey[bool]()
 
 
 def _start_the_pch(config, wanted: bool) -> None:
-    """One build cache for every CLI run in the session (an explicit KBENCH_CACHE is used as
-    is, so builds made by earlier runs are reused), and its PCH made in the background."""
-    import tempfile
-
-    cache = Path(os.environ["KBENCH_CACHE"]) if os.environ.get("KBENCH_CACHE") else \
-        Path(tempfile.mkdtemp(prefix="kbench-test-cache-"))
-    config.stash[_CACHE] = cache
+    """The session cache's PCH, made in the background."""
+    cache = config.stash[_CACHE]
     if not wanted or os.environ.get("KBENCH_PCH", "1") == "0":
         return
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
@@ -86,7 +150,7 @@ def pytest_sessionfinish(session):
         except OSError:
             pass
     cache = session.config.stash.get(_CACHE, None)
-    if cache is not None and not os.environ.get("KBENCH_CACHE"):
+    if cache is not None and session.config.stash.get(_OWNED, False):  # the controller's, after every worker's end
         import shutil
 
         shutil.rmtree(cache, ignore_errors=True)
