@@ -81,8 +81,8 @@ def pytest_collection_modifyitems(config, items):
     """Modules that start kbench runs go after the rest, so that the first minute shows
     hundreds of unit tests passing (and a unit failure shows in seconds, not after the
     end-to-end runs). Modules move whole, keeping their order, so that a module-scoped
-    run is made once. On xdist workers the longest work goes first instead (the
-    adversarial run's modules, then the other end-to-end modules), each module one group.
+    run is made once. On xdist workers the adversarial run's modules and test_doors go first
+    (see below), and each module is one group.
     Then gpu-marked tests skip, visibly, where torch sees no CUDA device."""
     slow = {item.module.__name__ for item in items if RUNS & set(item.fixturenames)}
     items.sort(key=lambda item: item.module.__name__ in slow)  # stable: collection order otherwise
@@ -92,8 +92,12 @@ def pytest_collection_modifyitems(config, items):
             name = item.module.__name__
             item.add_marker(pytest.mark.xdist_group(ADVERSARIAL_GROUP if name in adversarial else name))
         watchers = {item.module.__name__ for item in items if "escape_watch" in item.fixturenames}
+        # The adversarial group first (its C++ builds, then its one-lane run, are the suite's longest
+        # chain: build_ahead), test_doors next (its watch must end before the adversarial run's
+        # begins: escape_watch), then the unit modules, whose light load leaves the builds most of
+        # the cores, and the other end-to-end modules last, beside the adversarial run.
         items.sort(key=lambda item: (item.module.__name__ not in adversarial, item.module.__name__ not in watchers,
-                                     item.module.__name__ not in slow))
+                                     item.module.__name__ in slow))
     if _worker(config) in (None, "gw0"):  # one PCH for the session's cache
         _start_the_pch(config, wanted=len(slow) >= PCH_FROM_MODULES)
     try:
