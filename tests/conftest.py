@@ -24,7 +24,7 @@ RUNS = {"run_cli", "adversarial_cpu", "kbench_cache"}
 # of the suite's time and judges one task at a time, so the rest runs beside it. A run given
 # paths, any GPU machine (its timing tests want the GPU and the host to themselves) and
 # KBENCH_TEST_WORKERS=0 run in one process, as before. Each module is one unit of work, so a
-# module's own kbench run is made once; the modules that share the adversarial run are one.
+# module's own kbench run is made once; the tests that read the adversarial run are one.
 WORKERS = 2
 ADVERSARIAL_GROUP = "adversarial-cpu"
 
@@ -81,23 +81,26 @@ def pytest_collection_modifyitems(config, items):
     """Modules that start kbench runs go after the rest, so that the first minute shows
     hundreds of unit tests passing (and a unit failure shows in seconds, not after the
     end-to-end runs). Modules move whole, keeping their order, so that a module-scoped
-    run is made once. On xdist workers the adversarial run's modules and test_doors go first
-    (see below), and each module is one group.
+    run is made once. On xdist workers the tests of the adversarial run and test_doors go
+    first (see below), and each module is one group, less its tests of the adversarial run.
     Then gpu-marked tests skip, visibly, where torch sees no CUDA device."""
     slow = {item.module.__name__ for item in items if RUNS & set(item.fixturenames)}
     items.sort(key=lambda item: item.module.__name__ in slow)  # stable: collection order otherwise
     if _distributed(config):
-        adversarial = {item.module.__name__ for item in items if "adversarial_cpu" in item.fixturenames}
-        for item in items:
-            name = item.module.__name__
-            item.add_marker(pytest.mark.xdist_group(ADVERSARIAL_GROUP if name in adversarial else name))
+        def adversarial(item) -> bool:
+            return "adversarial_cpu" in item.fixturenames
+
+        for item in items:  # no module-scoped fixture is shared by a module's two sides
+            item.add_marker(pytest.mark.xdist_group(ADVERSARIAL_GROUP if adversarial(item) else item.module.__name__))
         watchers = {item.module.__name__ for item in items if "escape_watch" in item.fixturenames}
-        # The adversarial group first (its C++ builds, then its one-lane run, are the suite's longest
-        # chain: build_ahead), test_doors next (its watch must end before the adversarial run's
-        # begins: escape_watch), then the unit modules, whose light load leaves the builds most of
-        # the cores, and the other end-to-end modules last, beside the adversarial run.
-        items.sort(key=lambda item: (item.module.__name__ not in adversarial, item.module.__name__ not in watchers,
-                                     item.module.__name__ in slow))
+        runs = {item.module.__name__ for item in items if RUNS & set(item.fixturenames) and not adversarial(item)}
+        # The tests that read the adversarial run first (its C++ builds, then its one-lane run,
+        # are the suite's longest chain: build_ahead), test_doors next (its watch must end before
+        # the adversarial run's begins: escape_watch), then the unit modules, whose light load
+        # leaves the builds most of the cores, and the other end-to-end modules last, beside the
+        # adversarial run.
+        items.sort(key=lambda item: (not adversarial(item), item.module.__name__ not in watchers,
+                                     item.module.__name__ in runs))
     if _worker(config) in (None, "gw0"):  # one PCH for the session's cache
         _start_the_pch(config, wanted=len(slow) >= PCH_FROM_MODULES)
     try:
