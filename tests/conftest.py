@@ -61,7 +61,10 @@ def pytest_configure(config):
     the controller (or the only process), handed to the workers (pytest_configure_node)."""
     import tempfile
 
-    given = getattr(config, "workerinput", {}).get("kbench_cache")
+    workerinput = getattr(config, "workerinput", {})
+    for name in workerinput.get("kbench_unset", ()):  # see pytest_configure_node
+        os.environ.pop(name, None)
+    given = workerinput.get("kbench_cache")
     if given:
         config.stash[_CACHE] = Path(given)
     elif os.environ.get("KBENCH_CACHE"):
@@ -74,6 +77,10 @@ def pytest_configure(config):
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     node.workerinput["kbench_cache"] = str(node.config.stash[_CACHE])
+    # A worker starts with COLUMNS=80 and LINES=24 in its environment where the controller has
+    # none: every kbench a test starts would then draw its tables 80 columns wide and cut the
+    # cells the tests read ("float32[512, 256]", "[unconfined]"). The worker drops them again.
+    node.workerinput["kbench_unset"] = [name for name in ("COLUMNS", "LINES") if name not in os.environ]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
