@@ -108,6 +108,8 @@ def pytest_collection_modifyitems(config, items):
         # adversarial run.
         items.sort(key=lambda item: (not adversarial(item), item.module.__name__ not in watchers,
                                      item.module.__name__ in runs))
+        if any(adversarial(item) for item in items):
+            config.stash[_WAIT_AHEAD] = runs - watchers
     if _worker(config) in (None, "gw0"):  # one PCH for the session's cache
         _start_the_pch(config, wanted=len(slow) >= PCH_FROM_MODULES)
     try:
@@ -133,6 +135,22 @@ def pytest_collection_modifyitems(config, items):
 PCH_FLAGS = ["-O3"]
 PCH_FROM_MODULES = 4
 _CACHE, _PCH, _OWNED = pytest.StashKey[Path](), pytest.StashKey[int](), pytest.StashKey[bool]()
+_WAIT_AHEAD = pytest.StashKey[set]()
+
+
+def _built_ahead(cache: Path) -> Path:
+    """The file adversarial_cpu writes once its set's builds are done (build_ahead)."""
+    return cache.parent / f"{cache.name}-built-ahead"
+
+
+def pytest_runtest_setup(item):
+    """On an xdist worker, a module that starts kbench runs waits until the adversarial
+    set's builds are done: its judges and candidates would take the cores from those builds
+    (they run niced), and the adversarial run, the suite's longest chain, would start late."""
+    if item.module.__name__ in item.config.stash.get(_WAIT_AHEAD, set()):
+        done, deadline = _built_ahead(item.config.stash[_CACHE]), time.monotonic() + 1800
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(1)
 
 
 def _start_the_pch(config, wanted: bool) -> None:
@@ -168,7 +186,7 @@ def pytest_sessionfinish(session):
         import shutil
 
         shutil.rmtree(cache, ignore_errors=True)
-        for leftover in (f"{cache.name}-pch.log", f"{cache.name}-escapes.lock"):
+        for leftover in (f"{cache.name}-pch.log", f"{cache.name}-escapes.lock", _built_ahead(cache).name):
             Path(cache.parent / leftover).unlink(missing_ok=True)
 
 
@@ -327,7 +345,10 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> di
     tmp = tmp_path_factory.mktemp("adversarial-cpu")
     cache, out = kbench_cache, tmp / "run"
     seen: dict = {"cache": cache, "tmp": tmp, "out": out}
-    ahead = build_ahead(ADVERSARIAL / "problems", ADVERSARIAL / "cpu", cache)
+    try:
+        ahead = build_ahead(ADVERSARIAL / "problems", ADVERSARIAL / "cpu", cache)
+    finally:
+        _built_ahead(cache).touch()  # the other worker's end-to-end modules go on (pytest_runtest_setup)
     if ahead.returncode != 0:  # the run builds what is missing itself, as it would have anyway
         warnings.warn(f"building the adversarial set ahead failed: {(ahead.stdout + ahead.stderr)[-2000:]}")
     with escape_watch():
