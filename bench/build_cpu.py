@@ -1,7 +1,7 @@
 """CPU seconds of model-style load_inline builds, per compile step, with and without
-kbench's precompiled torch/extension.h. (Objects are not reused across builds: a
-build process runs solution code, and ccache's shared store was a way to poison the
-next build; harness/build/stage.py, NO_SHARED_OBJECTS.)
+kbench's precompiled torch/extension.h and its object store (harness/build/objects.py:
+host files reused across builds, published only by kbench's own process; ccache's
+shared store, which any build could write, stays off).
 
 Model-style: `#include <torch/extension.h>` in the CUDA source, verbose=True,
 `<<<grid, block>>>`, torch::zeros_like outputs; the candidates are bench/rl_candidates.py's
@@ -12,17 +12,25 @@ cuda.cuda.o) runs as its own `ninja` and is charged the CPU seconds (user + sys)
 everything it ran. Nothing is linked or loaded, so this runs on a CPU-only host with
 nvcc (a CPU build of torch gets CUDA_HOME from nvcc's folder).
 
-    python bench/build_cpu.py --work DIR --mode plain|pch [--sources relu:3,softmax:1] --json OUT.json
+    python bench/build_cpu.py --work DIR --mode plain|pch|objects [--sources relu:3,softmax:1]
+        [--targets main.o,cuda.cuda.o] [--phases] --json OUT.json
 
 plain: torch's build as is. pch: main.cpp with kbench's precompiled header (made
-first if missing, not counted).
+first if missing, not counted). objects: pch, with `c++` the object store's stand-in;
+after each build this script does what kbench's parent does (a host file missed by a
+second build is compiled and published by objects.publish, in this process, its CPU-s
+given as `publish`), so the third sample of a template on is a hit.
+--phases: cuda.cuda.o as nvcc's own steps (`nvcc --dryrun`), each run alone and
+charged its CPU-s (gcc -E twice, cudafe++, cicc, ptxas, fatbinary, the host gcc).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -80,10 +88,14 @@ def cpu_of(command: list[str], env: dict, cwd: Path) -> tuple[float, float, int]
 
 
 def build_env(mode: str, work: Path, arch: str) -> dict:
+    import torch.utils.cpp_extension as ce
     from harness.build import pch
 
-    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch, "TORCH_NO_COMPILER_WRAPPER": "1"}
-    if mode == "pch":
+    if ce.CUDA_HOME is None:  # as in _WRITE_NINJA, so that the PCH's flags are the builds'
+        ce.CUDA_HOME = os.path.dirname(os.path.dirname(os.path.realpath(shutil.which("nvcc"))))
+
+    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch, "TORCH_NO_COMPILER_WRAPPER": "1", "CCACHE_DISABLE": "1"}
+    if mode in ("pch", "objects"):
         request = pch.request_for([], True)
         root = work / "cache" / "pch"
         if request is not None and pch.ready(root, request) is None:
@@ -94,12 +106,82 @@ def build_env(mode: str, work: Path, arch: str) -> dict:
     return env
 
 
+def nvcc_phases(build_dir: Path, env: dict) -> dict:
+    """cuda.cuda.o as nvcc's steps, each alone: {step: CPU-s} (and `ok`). The command is
+    torch's, from build.ninja; `nvcc --dryrun` lists the steps and their environment."""
+    ninja = (build_dir / "build.ninja").read_text()
+    command = subprocess.run(["ninja", "-t", "commands", "cuda.cuda.o"], cwd=build_dir, capture_output=True,
+                             text=True).stdout.strip().splitlines()[-1]
+    keep = build_dir / "nvcc-steps"
+    keep.mkdir(exist_ok=True)
+    dry = subprocess.run(f"{command} --dryrun -keep --keep-dir {keep}", shell=True, cwd=build_dir, env=env,
+                         capture_output=True, text=True).stderr.splitlines()
+    lines = [ln[3:] for ln in dry if ln.startswith("#$ ")]
+    setup = [ln for ln in lines if re.match(r"^[A-Za-z_]+=", ln)]
+    prelude = "\n".join(f"export {ln}" if not ln.startswith("_") else ln for ln in setup)
+    here = next((ln.split("=", 1)[1] for ln in lines if ln.startswith("_HERE_=")), "")
+    # nvcc as /proc names it for the host compile's stand-in (a wrapper script execs the real one)
+    nvcc = shlex.split(command)
+    nvcc[0] = os.path.realpath(os.path.join(here, "nvcc")) if here else nvcc[0]
+    steps: dict = {"ok": "cuda_cflags" in ninja, "nvcc": nvcc}
+    for line in (ln for ln in lines if ln not in setup and not ln.startswith("rm ")):
+        tool = line.split()[0].strip('"').rsplit("/", 1)[-1]
+        if tool == "gcc":
+            tool = "gcc -E host" if "cpp4.ii" in line else "gcc -E device" if "cpp1.ii" in line else "gcc host"
+        cpu, _, rc = cpu_of(["bash", "-c", prelude + "\n" + line], env, build_dir)
+        steps[tool] = round(steps.get(tool, 0.0) + cpu, 1)
+        if tool == "gcc host":
+            steps["host_args"] = shlex.split(line)[1:]
+        steps["ok"] = steps["ok"] and rc == 0
+    return steps
+
+
+def make_prefix(store: Path, folder: Path, steps: dict | None, env: dict, work: Path) -> float | None:
+    """What kbench's parent does when a CUDA build's host compile found no precompiled
+    prefix (harness/build/host_pch.py): the CPU-s of making one, None when none was
+    made. A build run by ninja leaves a note naming its nvcc; with --phases the steps
+    ran alone (no nvcc above the stand-in), so the note is made here from them."""
+    from harness.build import host_pch, shim
+
+    wants = host_pch.read_wants(folder / "tmp")
+    if steps is not None:
+        parsed = shim.parse_host(steps["host_args"])
+        wants = [{"key": shim.host_key(shim.describe(shutil.which("gcc")), parsed[1], env),
+                  "host_args": steps["host_args"], "nvcc": steps["nvcc"],
+                  "env": {k: env[k] for k in shim.GCC_ENV if k in env}}]
+    cpu = None
+    for want in wants:
+        if host_pch.should_make(store, want["key"]):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            print(f"[build_cpu] {host_pch.make(store, want, work / 'cache' / 'pch')}", flush=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = round((cpu or 0.0) + after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1)
+    return cpu
+
+
+def publish_missed(store: Path, build_dir: Path, work: Path) -> float:
+    """What kbench's parent does after a build: each missed host file seen a second time
+    is compiled and published by kbench's own code (objects.publish); its CPU-s."""
+    from harness.build import objects
+
+    cpu = 0.0
+    for want in objects.read_wants(build_dir.parent.parent / "tmp", build_dir.parent.parent):
+        if objects.worth_publishing(store, want["key"]):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            print(f"[build_cpu] {objects.publish(store, want, work / 'cache' / 'pch')}", flush=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu += after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return round(cpu, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--mode", choices=("plain", "pch"), required=True)
+    ap.add_argument("--mode", choices=("plain", "pch", "objects"), required=True)
     ap.add_argument("--sources", default="relu:3,accuracy:4_Softmax.py,accuracy:8_CrossEntropyLoss.py")
     ap.add_argument("--arch", default="9.0")
+    ap.add_argument("--targets", default="main.o,cuda.cuda.o")
+    ap.add_argument("--phases", action="store_true", help="cuda.cuda.o as nvcc's steps, each charged alone")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     work = a.work.resolve()
@@ -116,12 +198,32 @@ def main() -> None:
             raise SystemExit(f"{name}: could not write build.ninja:\n{gen.stderr[-2000:]}")
         build_dir = Path(gen.stdout.strip().splitlines()[-1])
         row = {"source": name}
-        for target in ("main.o", "cuda.cuda.o"):
-            cpu, wall, rc = cpu_of(["ninja", "-j", "1", target], env, build_dir)
+        step_env = env
+        if a.mode == "objects":
+            from harness.build import objects
+
+            step_env = {**env, **objects.build_env(work / "cache" / "objects", folder / "tmp", env)}
+        for target in a.targets.split(","):
+            if target == "cuda.cuda.o" and a.phases:
+                steps = nvcc_phases(build_dir, step_env)
+                row[target] = {"cpu_s": round(sum(v for v in steps.values() if isinstance(v, float)), 1),
+                               "ok": steps["ok"], "steps": {k: v for k, v in steps.items() if isinstance(v, float)}}
+                if a.mode == "objects":
+                    row["prefix"] = {"cpu_s": make_prefix(work / "cache" / "objects", folder, steps, step_env, work)}
+                continue
+            cpu, wall, rc = cpu_of(["ninja", "-j", "1", target], step_env, build_dir)
             row[target] = {"cpu_s": cpu, "wall_s": wall, "ok": rc == 0}
-        row["cpu_s"] = round(row["main.o"]["cpu_s"] + row["cuda.cuda.o"]["cpu_s"], 1)
-        print(f"[build_cpu] {a.mode} {name}: main.o {row['main.o']['cpu_s']} CPU-s, cuda.cuda.o "
-              f"{row['cuda.cuda.o']['cpu_s']} CPU-s, {row['cpu_s']} in all", flush=True)
+            if target == "cuda.cuda.o" and a.mode == "objects":
+                row["prefix"] = {"cpu_s": make_prefix(work / "cache" / "objects", folder, None, step_env, work)}
+            if target == "main.o" and a.mode == "objects":
+                row[target]["reused"] = not any((folder / "tmp" / objects.WANTS).glob("*.json"))
+                row["publish"] = {"cpu_s": publish_missed(work / "cache" / "objects", build_dir, work)}
+        row["cpu_s"] = round(sum(row[t]["cpu_s"] for t in a.targets.split(",")), 1)
+        print(f"[build_cpu] {a.mode} {name}: " + ", ".join(f"{t} {row[t]['cpu_s']} CPU-s" for t in a.targets.split(","))
+              + f", {row['cpu_s']} in all" + (f" (+ publish {row['publish']['cpu_s']})" if "publish" in row else "")
+              + (f" (+ prefix {row['prefix']['cpu_s']})" if row.get("prefix", {}).get("cpu_s") else "")
+              + (f"; nvcc steps {row['cuda.cuda.o']['steps']}" if a.phases and "cuda.cuda.o" in row else ""),
+              flush=True)
         rows.append(row)
     result = {"mode": a.mode, "arch": a.arch, "rows": rows, "command": " ".join(sys.argv),
               "load_before": os.getloadavg()[0]}

@@ -75,7 +75,14 @@ def run(problems: Path, solutions: Path, work: Path, name: str, *extra: str) -> 
     gpus = Counter(f"{r.get('gpu')} {r.get('gpu_name') or ''}".strip() for r in data["results"])
     first = next((line.strip() for line in out.with_suffix(".log").read_text().splitlines() if line.strip()), "")
     print(f"[gpu_scaling] {name}: {wall:.1f} s wall, {len(verdicts)} tasks, {dict(gpus)}", flush=True)
+    # Per task, what the next diagnosis needs: its lane, its seconds there, its phases (handoff
+    # among them) and the message that gives its flags' reasons (a flag that differs between runs says why here).
+    tasks = {Path(r["solution_path"]).resolve().relative_to(solutions.resolve()).as_posix():
+             {"gpu": r.get("gpu"), "seconds": r.get("seconds"), "phases": r.get("phase_seconds") or {},
+              "message": (r.get("message") or "")[:600]}
+             for r in data["results"]}
     return {"name": name, "args": list(extra), "wall_s": round(wall, 2), "verdicts": verdicts, "gpus": dict(gpus),
+            "tasks": tasks,
             "phases": run_phases.summarize(data, wall), "device": data["run"]["device"], "first_line": first,
             "date": datetime.date.today().isoformat()}
 

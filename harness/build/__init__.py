@@ -16,7 +16,11 @@ The entrance, and all that other stages call:
       (the build process, the candidate, the judge, discovery's facts)
 Inside: stage.py (the parent's side: keys, cache, processes, and the child's
 code), queue.py (order and parallelism), pch.py (a precompiled torch header,
-made by `python -m harness.build.pch`), errors.py (one line per failed build).
+made by `python -m harness.build.pch`), objects.py (host objects reused across
+builds, published by `python -m harness.build.objects`), host_pch.py (nvcc's host
+compile through a precompiled prefix of cudafe++'s output, made by `python -m
+harness.build.host_pch`), shim.py (the `c++` and `gcc` a build process runs, which
+read what those two made), errors.py (one line per failed build).
 
 May import: records.py, shared/.
 """

@@ -44,6 +44,7 @@ class BuildConfig:
     timeout: float
     use_cache: bool = True
     precompiled_headers: bool = True  # harness/build/pch.py; KBENCH_PCH=0 turns them off too
+    reuse_objects: bool = True  # harness/build/objects.py; KBENCH_OBJECTS=0 turns it off too
     require_sandbox: bool = False  # a build process that cannot be confined imports nothing (--require-sandbox)
 
 
@@ -113,6 +114,7 @@ def build_all(
     queue = BuildQueue(compiles, at_once)
     slots = compile_slots()
     pch_root = pch_folder(cfg)
+    store = objects_folder(cfg)
 
     def deliver(key: str, result: BuildResult, log: str) -> None:
         for task in by_key[key]:
@@ -124,7 +126,12 @@ def build_all(
         result, log, wants = _build_one(by_key[key][0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
         deliver(key, result, log)
         for want in wants:
-            _schedule_pch(queue, pch_root, want, cfg)
+            if "object" in want:
+                _schedule_object(queue, store, want["object"], cfg)
+            elif "nvcc_host" in want:
+                _schedule_host_pch(queue, store, want["nvcc_host"], cfg)
+            else:
+                _schedule_pch(queue, pch_root, want, cfg)
 
     def drain() -> None:
         while (popped := queue.pop()) is not None:
@@ -166,16 +173,76 @@ def build_cost(source: bytes) -> int:
     return calls * (4 if cuda else 1)
 
 
-# ---- no objects reused across builds --------------------------------------------
+# ---- objects reused across builds (harness/build/objects.py) ----------------------
 # Where ccache is on PATH torch runs every compile through it, and its store would be
 # shared by every build. A build process runs solution code, and code that can write
 # that store can put an object of its own under the key of a later build's compile,
-# which then links it before kbench hashes the build. Builds are confined to their own
-# folder, so ccache could not store there anyway; it is switched off for them
-# (CCACHE_DISABLE: the compile command is unchanged, ccache runs the compiler
-# directly). What builds share is the precompiled header, made by kbench's own
-# process from torch's header and flags on a fixed list (pch.py).
+# which then links it before kbench hashes the build. So ccache is switched off for
+# builds (CCACHE_DISABLE: the compile command is unchanged, ccache runs the compiler
+# directly), and the objects builds share are kbench's own: objects.py's store, which a
+# build reads through its `c++` stand-in and only kbench's publisher writes.
 NO_SHARED_OBJECTS = {"CCACHE_DISABLE": "1"}
+
+
+def objects_folder(cfg: BuildConfig) -> Path | None:
+    """The object store (beside builds/, outside what a candidate may write), or None
+    when reuse is off: KBENCH_OBJECTS=0, or BuildConfig says so."""
+    if not cfg.reuse_objects or os.environ.get("KBENCH_OBJECTS", "1") == "0":
+        return None
+    return cfg.cache_dir.parent / "objects"
+
+
+def _schedule_object(queue: BuildQueue, store: Path | None, want: dict, cfg: BuildConfig) -> None:
+    from . import objects
+
+    if store is None or not objects.worth_publishing(store, want["key"]):
+        return
+    queue.put_first(f"object:{want['key']}", lambda: publish_object(store, want, cfg))
+
+
+def publish_object(store: Path, want: dict, cfg: BuildConfig) -> None:
+    """Compile a build's missed source in a process of kbench's own and publish it
+    (objects.publish); its output goes to <store>/logs/<key>.log."""
+    (store / "wants").mkdir(parents=True, exist_ok=True)
+    (store / "logs").mkdir(parents=True, exist_ok=True)
+    path = store / "wants" / f"{want['key']}.json"
+    path.write_text(json.dumps(want))
+    env = dict(os.environ, KBENCH_REQUIRE_SANDBOX="0")  # it runs no solution code: walls are a second line
+    root = pch_folder(cfg)
+    if root is not None:
+        env["KBENCH_PCH_DIR"] = str(root)
+    run_child(["-m", "harness.build.objects", str(store), str(path)], store / "logs" / f"{want['key']}.log",
+              cfg.timeout, env=child_env(env))
+    path.unlink(missing_ok=True)
+
+
+def _schedule_host_pch(queue: BuildQueue, store: Path | None, want: dict, cfg: BuildConfig) -> None:
+    """A precompiled prefix for nvcc's host compile (host_pch.py), made as the PCH is:
+    once per flags, when enough builds wait to pay for it (about 70 CPU-s against 11 saved
+    by each CUDA build)."""
+    from . import host_pch
+
+    if store is None or not _pch_pays_off(queue.waiting(), max(1, cfg.jobs)):
+        return
+    if host_pch.kbench_nvcc() is None:
+        return  # no nvcc of kbench's: a note naming one of the build's starts nothing
+    if host_pch.should_make(store, want["key"]):
+        queue.put_first(f"nvcc-host:{want['key']}", lambda: make_host_pch(store, want, cfg))
+
+
+def make_host_pch(store: Path, want: dict, cfg: BuildConfig) -> None:
+    """host_pch.make in a process of kbench's own; its output goes to <store>/logs/."""
+    for sub in ("wants", "logs"):
+        (store / sub).mkdir(parents=True, exist_ok=True)
+    path = store / "wants" / f"nvcc-host-{want['key']}.json"
+    path.write_text(json.dumps(want))
+    env = dict(os.environ, KBENCH_REQUIRE_SANDBOX="0")
+    root = pch_folder(cfg)
+    if root is not None:
+        env["KBENCH_PCH_DIR"] = str(root)
+    run_child(["-m", "harness.build.host_pch", str(store), str(path)], store / "logs" / f"nvcc-host-{want['key']}.log",
+              max(cfg.timeout, 900.0), env=child_env(env))
+    path.unlink(missing_ok=True)
 
 
 # ---- precompiled headers (harness/build/pch.py) ---------------------------------------
@@ -259,6 +326,11 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     root = pch_folder(cfg)
     if root is not None:
         env["KBENCH_PCH_DIR"] = str(root)
+    store = objects_folder(cfg)
+    if store is not None:
+        from . import objects
+
+        env.update(objects.build_env(store, ext_dir / "tmp", env))
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
@@ -285,6 +357,11 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
             data = {"status": Status.TIMEOUT.value, "message": f"build timed out after {cfg.timeout:.0f} s (--build-timeout)"}
         else:
             data = {"status": Status.CRASHED.value, "message": f"build process {outcome.death} while importing the solution"}
+    if store is not None:
+        from . import host_pch, objects
+
+        wants += [{"object": want} for want in objects.read_wants(ext_dir / "tmp", ext_dir)]
+        wants += [{"nvcc_host": want} for want in host_pch.read_wants(ext_dir / "tmp")]
     log = log_path.read_text(errors="replace") if log_path.is_file() else ""
     # A finished build is cached whatever the import did after it, and so is a compiler's
     # error; a timeout, a death before any build ended, or a compiler the host killed is not.
@@ -302,8 +379,8 @@ def _said(out: Path, device: str) -> dict | None:
     may have written anything there. `skipped` (a CUDA build on a CPU run) only on a CPU
     run: on a GPU a build is never skipped, and a gate passes a skipped task."""
     try:
-        data = json.loads(out.read_text())
-    except (OSError, ValueError):
+        data = json.loads(sandbox.read_written(out) or b"null")
+    except ValueError:
         return None
     if not (isinstance(data, dict) and data.get("status") in _SAID_STATUSES and isinstance(data.get("message", ""), str)):
         return None

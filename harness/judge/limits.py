@@ -14,7 +14,7 @@ through the environment variable named beside it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -118,6 +118,14 @@ class Limit:
                 f"{_duration(self.seconds)} ({self.why}{computing}{building}); candidate killed")
 
 
+# The time budget is a hard cap: no task's timing phase runs more than this past it.
+# A timed batch on the GPU still running this long after the budget's end is hung,
+# where it has also run HANG_FACTOR x the reference's time for its calls: near the end
+# the floor of a call (HANG_MIN_S, seconds) gives way to the budget, the 100x rule
+# never does. The timed side runs on reserved cores there (run/cores.py), which the
+# floor's 2-core stall was not; the CPU path keeps the floor.
+BUDGET_OVERRUN_S = _seconds("KBENCH_BUDGET_OVERRUN_S", 1.0)
+
 # Before the import: the candidate process importing torch is kbench's own start-up,
 # which only --timeout bounds.
 STARTUP = Limit(float("inf"), "starting the candidate process", "unbounded")
@@ -145,6 +153,18 @@ def for_calls(ref_s: float | None, what: str, calls: int = 1, first: bool = Fals
     later = max(scaled, HANG_MIN_S)
     busy_why = per if scaled >= HANG_MIN_S else f"the floor for a call, KBENCH_HANG_MIN_S; {per} is {_duration(scaled)}"
     return Limit(floor, what, why, first, build_s, cpu_s, busy_after_s=later, busy_why=busy_why)
+
+
+def near_budget_end(limit: Limit, seconds_left: float, scaled_s: float) -> Limit:
+    """A timed batch's limit, `seconds_left` before the time budget's end, for a batch
+    whose calls take the reference `scaled_s` / HANG_FACTOR seconds: at most the budget's
+    end plus BUDGET_OVERRUN_S, never below `scaled_s` (BUDGET_OVERRUN_S above)."""
+    cap = max(seconds_left, 0.0) + BUDGET_OVERRUN_S
+    if limit.first or cap >= limit.seconds or scaled_s >= limit.seconds:
+        return limit
+    return replace(limit, seconds=max(cap, scaled_s),
+                   why=f"the time budget's end + {BUDGET_OVERRUN_S:g} s, KBENCH_BUDGET_OVERRUN_S; {HANG_FACTOR:g}x "
+                       f"the reference's time for its calls is {_duration(scaled_s)}")
 
 
 def for_other(ref_s: float | None, op: str) -> Limit:

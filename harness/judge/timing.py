@@ -285,7 +285,17 @@ class Timer:
         self.ref_copies = _rows(staging, n)
         fds: list[int] = []
         self.j.ask({"op": "bind", "n": n, "stacked": channel.encode(stacked, fds)}, fds)
-        self.limit = self.j.call_limit(self.copies[0], "a timed batch", calls=n)
+        self.bound_limit = self.j.call_limit(self.copies[0], "a timed batch", calls=n)
+        self.bound_scaled_s = limits.HANG_FACTOR * (self.j.ref_call_s or 0.0) * n
+
+    @property
+    def limit(self) -> limits.Limit:
+        """The bound batch's limit; on the GPU, cut near the time budget's end
+        (limits.near_budget_end: the budget is a hard cap)."""
+        budget = getattr(self, "budget", None)
+        if budget is None or not self.cuda:
+            return self.bound_limit
+        return limits.near_budget_end(self.bound_limit, budget.deadline - budget.clock(), self.bound_scaled_s)
 
     def _next_seed(self) -> int:
         self.seed += 1

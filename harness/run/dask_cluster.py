@@ -12,8 +12,9 @@ dask_worker.py):
   (--cache-dir on a shared file system); without one it is built again there.
   Every library is checked against kbench's hash record before it is loaded.
 
-Evaluations go to the cluster longest expected first, one per free GPU slot
-(dask_feed.py: Dask's own placement spread them by count, not by time).
+Evaluations go to the cluster longest expected first, one per free GPU slot, to
+that slot's worker (dask_feed.py: Dask's own placement spread them by count, not
+by time, and by where the build's result was, not by which GPU was free).
 Results stream back as they finish; the run folder is written by kbench's own
 process. A worker that dies under a task: Dask runs the task again on another
 worker (a cluster kbench starts allows one such death per task; a user's
@@ -94,7 +95,7 @@ class DaskExecutor:
         self.expected = task_seconds.Expected(durations)
         self.shapes = shapes or (lambda path: None)  # a problem file's bytes, for a task never run
         self.feeder = Feeder(self._slots, settle_s=SETTLE_S)
-        self._slot_count, self._slot_time = 0, -1e9
+        self._slot_list, self._slot_time = [], -1e9
         self._tags = itertools.count()
         self._check_resources()
         client.subscribe_topic(START_TOPIC, self._on_start)
@@ -133,16 +134,17 @@ class DaskExecutor:
         return cls(client, device, WorkerArgs(str(cfg.cache_dir), cfg.use_cache, cfg.build_jobs), events, cluster,
                    durations=durations, shapes=shapes)
 
-    def _slots(self) -> int:
-        """Evaluations the cluster runs at once: its workers' GPU (EVAL) resources, asked
-        of the scheduler at most every 2 s (workers may join or leave)."""
+    def _slots(self) -> list[str]:
+        """The cluster's evaluation slots: each worker's address once per GPU (EVAL)
+        resource it offers, asked of the scheduler at most every 2 s (workers may join
+        or leave)."""
         now = time.monotonic()
         if now - self._slot_time > 2.0:
             res = RESOURCE[self.device]
             workers = self.client.scheduler_info().get("workers", {})
-            self._slot_count = sum(int(w.get("resources", {}).get(res, 0)) for w in workers.values())
+            self._slot_list = [a for a, w in workers.items() for _ in range(int(w.get("resources", {}).get(res, 0)))]
             self._slot_time = now
-        return self._slot_count
+        return self._slot_list
 
     def _check_resources(self) -> None:
         res = RESOURCE[self.device]
@@ -182,20 +184,23 @@ class DaskExecutor:
             return
         self.events.built(spec.key, built)
 
-        def evaluate() -> None:
+        def evaluate(worker: str | None) -> None:
+            # To the free slot's worker (dask_feed.py says why); loosely, so that a worker
+            # that died leaves its task to another, as Dask would.
+            where = {"workers": [worker], "allow_other_workers": True} if worker else {}
             e = self.client.submit(eval_task, spec, self.args, __version__, b, key=f"kbench-eval-{tag}", pure=False,
-                                   resources={RESOURCE[self.device]: 1})
+                                   resources={RESOURCE[self.device]: 1}, **where)
             with self._lock:
                 self._futures.append(e)
-            e.add_done_callback(lambda f: self._done(spec, f, out))
+            e.add_done_callback(lambda f: self._done(spec, f, out, worker))
 
         # A failed build holds a slot only to say so: first, as on the local executor's lanes.
         expected = (float("inf") if not built.ok else
                     self.expected.seconds(spec, task_seconds.estimate(None, self.shapes(spec.problem_source.path))))
         self.feeder.ready(expected, evaluate)
 
-    def _done(self, spec: TaskSpec, f, out: Future) -> None:
-        self.feeder.finished()
+    def _done(self, spec: TaskSpec, f, out: Future, worker: str | None = None) -> None:
+        self.feeder.finished(worker)
         with self._lock:
             if out in self._waiting:
                 self._waiting.remove(out)

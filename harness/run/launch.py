@@ -101,20 +101,24 @@ def prepare(child: Child) -> None:
         child.tell(PREPARE_LINE)
 
 
-def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | None) -> dict:
+def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | None, sent_at: float | None = None) -> dict:
     """The judge's phases, and the worker's seconds outside them, which per-task
     overhead includes and no phase shows: "close" (the judge ending its candidate
     before its verdict leaves), "teardown" (kbench ending the judge once the
-    verdict is in) and "handoff" (the rest: a judge still starting or preparing,
-    the spec's and the result's way)."""
+    verdict is in), "judge_wait" (the spec waiting for a judge still starting or
+    preparing: from its sending, `sent_at`, to the judge reading it, both on
+    CLOCK_MONOTONIC) and "handoff" (the rest: the spec's and the result's way)."""
     phases = dict(data.get("phase_seconds", {}))
     inside = data.get("worker_seconds")
     if not isinstance(inside, (int, float)):
         return phases
     close = data.get("close_seconds") if isinstance(data.get("close_seconds"), (int, float)) else 0.0
     after = after_result_s or 0.0
-    phases.update(close=round(close, 3), teardown=round(after, 3),
-                  handoff=round(max(0.0, worker_seconds - inside - close - after), 3))
+    outside = max(0.0, worker_seconds - inside - close - after)
+    read_at = data.get("spec_read_at")
+    wait = min(outside, max(0.0, read_at - sent_at)) if isinstance(read_at, (int, float)) and sent_at else 0.0
+    phases.update(close=round(close, 3), teardown=round(after, 3), judge_wait=round(wait, 3),
+                  handoff=round(outside - wait, 3))
     return phases
 
 
@@ -156,6 +160,7 @@ def evaluate(
         # threads), set here by kbench before the spec leaves: no solution code has run
         # in the candidate yet, so what is moved is kbench's own code.
         cores.pin_tree(child.proc.pid, cfg.cpus)
+    sent_at = time.monotonic()
     outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec))
     messages = outcome.messages
     phases = [m["phase"] for m in messages if isinstance(m.get("phase"), str)]
@@ -201,7 +206,7 @@ def evaluate(
         seconds=seconds,
         check=check,
         timing=timing,
-        phase_seconds=_with_handoff(data, worker_seconds, outcome.after_result_s),
+        phase_seconds=_with_handoff(data, worker_seconds, outcome.after_result_s, sent_at),
         overhead_seconds=round(worker_seconds - not_overhead, 3),
         spent_seconds=spent,
         custom_share=data.get("custom_share"),

@@ -208,6 +208,30 @@ def confine(writable: list[str], who: str) -> str | None:
         return None
 
 
+def read_written(path, limit: int = 1 << 20) -> bytes | None:
+    """The bytes of a file a confined process wrote, for kbench to parse: None unless it is a
+    plain file (not a link, a FIFO, whose read would wait for ever, or a device) of at most
+    `limit` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def scratch_env(scratch: str) -> dict[str, str]:
     """Where a confined process's temporary files and caches go: beneath its one
     writable folder, since /tmp, $HOME and the user's caches are not writable there

@@ -237,16 +237,31 @@ def test_ctrl_c_keeps_finished_tasks(kbench_cache, tmp_path):
 
 def test_a_tasks_seconds_outside_the_judges_phases_are_accounted(full_run):
     """Per-task overhead includes the worker's seconds outside every phase of the
-    judge; results name them (close, teardown, handoff) so a user can see where a
-    slow task's overhead went, and together with the phases they make up the
-    worker's wall time."""
+    judge; results name them (close, teardown, judge_wait, handoff) so a user can
+    see where a slow task's overhead went, and together with the phases they make
+    up the worker's wall time. On the CPU no judge is started ahead: each task's
+    spec waits for its judge's start-up (judge_wait)."""
     _, out = full_run
     judged = [r for r in json.loads((out / "results.json").read_text())["results"] if r["phase"] != "build"]
     assert judged
     for r in judged:
         phases = r["phase_seconds"]
-        assert {"close", "teardown", "handoff"} <= phases.keys() and min(phases.values()) >= 0
+        assert {"close", "teardown", "judge_wait", "handoff"} <= phases.keys() and min(phases.values()) >= 0
+        assert phases["judge_wait"] > 0, r["solution_path"]
         spent = r["spent_seconds"]
         not_overhead = spent.get("inputs", 0.0) + spent.get("timing", 0.0)
         # Phases are rounded to milliseconds each: a few of them may add up a little over.
         assert abs(sum(phases.values()) - (r["overhead_seconds"] + not_overhead)) < 0.05, r["solution_path"]
+
+
+def test_handoff_is_split_into_the_wait_for_the_judge_and_the_rest():
+    """launch._with_handoff: of the worker's seconds outside the judge's phases, those from
+    the spec's sending to the judge reading it (one clock, CLOCK_MONOTONIC) are judge_wait."""
+    from harness.run.launch import _with_handoff
+
+    data = {"phase_seconds": {"check": 1.0}, "worker_seconds": 1.2, "close_seconds": 0.1, "spec_read_at": 100.5}
+    phases = _with_handoff(data, worker_seconds=2.0, after_result_s=0.2, sent_at=100.0)
+    assert phases == {"check": 1.0, "close": 0.1, "teardown": 0.2, "judge_wait": 0.5, "handoff": 0.0}
+    # never more than the seconds outside the phases, and none without the judge's reading
+    assert _with_handoff(data, 2.0, 0.2, sent_at=90.0)["judge_wait"] == 0.5
+    assert _with_handoff({**data, "spec_read_at": None}, 2.0, 0.2, sent_at=100.0)["handoff"] == 0.5

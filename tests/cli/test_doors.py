@@ -5,12 +5,14 @@ share, another solution's build, the run folder or $HOME, nor leave a process be
 Each attacker in tests/fixtures/doors/solutions/attackers tries one door at import, then computes an
 honest softmax. The runs use a copy of the project (harness/ and cli.py), so that an attack that
 gets through damages the copy, not the tree that runs the tests, and a cache of their own:
-  run 0: the victims (an honest softmax, one that returns zeros, an honest C++ build);
+  run 0: the victims (an honest softmax, one that returns zeros, an honest C++ build); then
+         kbench's object publisher publishes the C++ victim's host object, as at a second miss;
   run 1: the attackers, on the same copy and cache;
-  run 2: the victims again, which must get the verdicts they got before.
-After run 1 the copy of kbench, the shared parts of the cache (precompiled headers, build
-records), torch's files and site-packages are byte-identical; nothing marked appears in the run
-folder, $HOME or /tmp; no process the attackers started is alive.
+  run 2: the victims again, which must get the verdicts they got before; the C++ victim, whose
+         folder the attackers wrote, is built again and copies the published object.
+After run 1 the copy of kbench, the shared parts of the cache (precompiled headers, the object
+store, build records), torch's files and site-packages are byte-identical; nothing marked appears
+in the run folder, $HOME or /tmp; no process the attackers started is alive.
 
 torch and site-packages cannot be copied cheaply: the attacks on them are an append to
 torch/version.py and new files, which the test puts back or removes whatever happens.
@@ -89,6 +91,25 @@ def _run(project: Path, cache: Path, solutions: str, out: Path, device: str) -> 
     return json.loads((out / "results.json").read_text())
 
 
+def _publish_victims_object(project: Path, cache: Path, victim_build: Path) -> str:
+    """The C++ victim's host object, published by kbench's own publisher (the copy's) from the
+    note its build left, as build_all does at a key's second miss."""
+    from harness.build import objects
+
+    wants = objects.read_wants(victim_build / "tmp", victim_build)
+    assert len(wants) == 1, wants
+    path = cache / "victim-want.json"
+    path.write_text(json.dumps(wants[0]))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "harness.build.objects", str(cache / "objects"), str(path)],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    return done.stdout + done.stderr
+
+
+def _shared_programs() -> list[Path]:
+    return list(Path("/dev/shm").glob("kbench-door-*"))
+
+
 def _verdicts(data: dict) -> dict[str, tuple[str, list[str]]]:
     return {Path(r["solution_path"]).name: (r["status"], sorted(r["flags"])) for r in data["results"]}
 
@@ -121,11 +142,15 @@ def observe(tmp: Path, device: str, confined: bool = True) -> dict:
         seen["site"] = {str(f): sorted(p.name for p in f.iterdir()) for f in _site_folders()}
         victim_build = next(cache.glob("builds/*/ext/door_victim_softmax")).parent.parent
         seen["victim_build"] = _tree(victim_build)
+        seen["published"] = _publish_victims_object(project, cache, victim_build)
+        seen["objects"] = _tree(cache / "objects")
         seen["attackers"] = _run(project, cache, "attackers", tmp / "run1", device)
         time.sleep(3)  # a daemon that outlived kbench would write on
         seen["alive"] = sorted(marker_pids() - markers)
         seen["project_after"], seen["pch_after"] = _tree(project), _tree(cache / "pch")
         seen["records_after"] = _tree(cache / "records")
+        seen["objects_after"], seen["objects_marked"] = _tree(cache / "objects"), _marked(cache / "objects")
+        seen["build_time_program_ran"] = list(cache.glob("builds/*/tmp/kbench-door-as-ran"))
         seen["site_after"] = {str(f): sorted(p.name for p in f.iterdir()) for f in _site_folders()}
         seen["torch_same"] = TORCH_VERSION.read_bytes() == torch_before
         seen["torch_planted"], seen["pth"] = _torch_planted(), _planted_pth()
@@ -138,6 +163,8 @@ def observe(tmp: Path, device: str, confined: bool = True) -> dict:
         seen["after"] = _run(project, cache, "victims", tmp / "run2", device)
         seen["victim_log"] = next(Path(r["log_path"]) for r in seen["after"]["results"]
                                   if r["solution_path"].endswith("honest_cpp.py")).read_text(errors="replace")
+        seen["victim_missed"] = list((victim_build / "tmp" / "kbench-object-wants").glob("*.json"))
+        seen["victim_marked"] = _marked(victim_build)
         return seen
     finally:
         kill_pids(marker_pids() - markers)
@@ -145,6 +172,8 @@ def observe(tmp: Path, device: str, confined: bool = True) -> dict:
             TORCH_VERSION.write_bytes(torch_before)
         for path in [*_torch_planted(), *_planted_pth(), *(pwned_files() - pwned)]:
             path.unlink(missing_ok=True)
+        for path in _shared_programs():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -173,6 +202,19 @@ def test_what_builds_share_is_unchanged(doors):
     assert doors["pch_after"] == doors["pch"]
     assert {k: doors["records_after"].get(k) for k in doors["records"]} == doors["records"]
     assert not doors["ccache"]
+
+
+def test_the_object_store_is_written_by_kbench_only_and_its_objects_reach_the_victim_unchanged(doors):
+    """object_store.py ran its program at import, and at build time through its own assembler
+    (gcc -B); its notes named programs of its own for kbench's publishers. Nothing it wrote
+    reached <cache>/objects: what kbench published before is byte-identical, nothing holds the
+    mark, and the C++ victim's rebuild in run 2 copied the published object (it compiled
+    nothing, so it left no note) into a build that holds no mark either."""
+    assert "published" in doors["published"], doors["published"]
+    assert doors["build_time_program_ran"], "the attacker's assembler did not run: the build-time attack was not tried"
+    assert doors["objects_marked"] == []
+    assert {k: doors["objects_after"].get(k) for k in doors["objects"]} == doors["objects"]
+    assert doors["victim_missed"] == [] and doors["victim_marked"] == []
 
 
 def test_nothing_reached_the_run_folder_home_or_tmp_and_no_process_outlived_the_run(doors):
@@ -206,6 +248,7 @@ def test_without_the_sandbox_the_attacks_open_the_doors(tmp_path, escape_watch):
     assert seen["project_after"] != seen["project"]
     assert not seen["torch_same"] and seen["torch_planted"] and seen["pth"]
     assert seen["pch_after"] != seen["pch"] and seen["records_after"] != seen["records"] and seen["ccache"]
+    assert seen["objects_marked"] and seen["objects_after"] != seen["objects"]
     assert seen["run_marked"] and seen["pwned"]
     assert seen["victim_build_after"] != seen["victim_build"]
 

@@ -106,6 +106,26 @@ def test_bounds():
     assert message.endswith("); candidate killed")
 
 
+def test_a_timed_batch_is_cut_at_the_budgets_end_but_not_before_100x_the_reference():
+    """The time budget is a hard cap (issue 30): near its end a timed batch's limit is the
+    budget's end plus BUDGET_OVERRUN_S, not the seconds of the floor; it never falls below
+    100x the reference's time for the batch's calls, and a first call keeps its floor."""
+    from harness.judge import limits
+
+    over = limits.BUDGET_OVERRUN_S
+    batch = limits.for_calls(50e-6, "a timed batch", calls=10)  # 100x 50 us x 10 = 50 ms: the floor, 3 s
+    assert batch.seconds == limits.HANG_MIN_S
+    near = limits.near_budget_end(batch, 0.4, 0.05)
+    assert near.seconds == pytest.approx(0.4 + over) and "the time budget's end" in near.why
+    assert near.message("time", 1.5).startswith(f"hung: a timed batch during time ran 1.5 s, past its limit of "
+                                                 f"{0.4 + over:.1f} s (the time budget's end")
+    assert limits.near_budget_end(batch, -2.0, 0.05).seconds == pytest.approx(over)  # spent already
+    assert limits.near_budget_end(batch, 0.4, 1.7).seconds == pytest.approx(1.7)  # the 100x rule stands
+    assert limits.near_budget_end(batch, 5.0, 0.05) is batch  # far from the end: the floor is nearer
+    first = limits.for_calls(50e-6, "a timed batch", first=True)
+    assert limits.near_budget_end(first, 0.4, 0.05) is first  # a first call may compile
+
+
 def test_signature_tells_new_shapes_apart():
     import torch
 

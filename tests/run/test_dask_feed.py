@@ -4,31 +4,45 @@ from harness.run.dask_feed import Feeder
 
 
 def test_the_longest_ready_goes_first_and_never_more_than_the_slots():
-    sent, slots = [], [2]
+    sent, slots = [], [["w0", "w1"]]
     feeder = Feeder(lambda: slots[0])
     for name, seconds in (("a", 1.0), ("b", 5.0), ("c", 3.0), ("d", 9.0), ("e", 2.0)):
-        feeder.ready(seconds, lambda name=name: sent.append(name))
-    assert sent == ["a", "b"]  # the first two arrived while slots were free
-    feeder.finished()
-    assert sent == ["a", "b", "d"]  # then the longest waiting
-    feeder.finished()
-    feeder.finished()
-    assert sent == ["a", "b", "d", "c", "e"]
-    slots[0] = 0  # a cluster restarting its workers still gets one evaluation at a time
-    feeder.finished()
-    feeder.finished()
-    feeder.ready(1.0, lambda: sent.append("f"))
-    feeder.ready(1.0, lambda: sent.append("g"))
-    assert sent[-1] == "f"
+        feeder.ready(seconds, lambda worker, name=name: sent.append((name, worker)))
+    assert sent == [("a", "w0"), ("b", "w1")]  # the first two arrived while slots were free, one per worker
+    feeder.finished("w1")
+    assert sent[-1] == ("d", "w1")  # then the longest waiting, to the worker that freed
+    feeder.finished("w0")
+    feeder.finished("w1")
+    assert sent[-2:] == [("c", "w0"), ("e", "w1")]
+    slots[0] = []  # a cluster restarting its workers still gets one evaluation at a time, placed by Dask
+    feeder.finished("w0")
+    feeder.finished("w1")
+    feeder.ready(1.0, lambda worker: sent.append(("f", worker)))
+    feeder.ready(1.0, lambda worker: sent.append(("g", worker)))
+    assert sent[-1] == ("f", None)
+
+
+def test_each_evaluation_goes_to_a_free_gpu_not_to_a_busy_one():
+    """A worker with two GPUs is two slots; a busy one gets nothing until it frees, however
+    many evaluations wait (Dask itself would queue them on the worker holding their build)."""
+    sent = []
+    feeder = Feeder(lambda: ["big", "big", "small"])
+    for i in range(5):
+        feeder.ready(float(i), lambda worker, i=i: sent.append(worker))
+    assert sorted(sent) == ["big", "big", "small"]
+    feeder.finished("small")
+    assert sent[-1] == "small"
+    feeder.finished("big")
+    assert sent[-1] == "big" and len(sent) == 5
 
 
 def test_a_closed_feeder_sends_nothing_and_counts_what_it_held():
     sent = []
-    feeder = Feeder(lambda: 1)
-    feeder.ready(1.0, lambda: sent.append(1))
-    feeder.ready(2.0, lambda: sent.append(2))
+    feeder = Feeder(lambda: ["w0"])
+    feeder.ready(1.0, lambda worker: sent.append(1))
+    feeder.ready(2.0, lambda worker: sent.append(2))
     assert feeder.close() == 1
-    feeder.finished()
+    feeder.finished("w0")
     assert sent == [1]
 
 
@@ -38,14 +52,14 @@ def test_an_idle_cluster_waits_a_moment_so_the_longest_of_a_burst_starts_first()
     import time
 
     sent = []
-    feeder = Feeder(lambda: 1, settle_s=0.2)
+    feeder = Feeder(lambda: ["w0"], settle_s=0.2)
     for name, seconds in (("short", 1.0), ("long", 9.0), ("mid", 3.0)):
-        feeder.ready(seconds, lambda name=name: sent.append(name))
+        feeder.ready(seconds, lambda worker, name=name: sent.append(name))
     assert sent == []
     time.sleep(0.5)
     assert sent == ["long"]
-    feeder.finished()  # a busy cluster's next goes at once
-    feeder.ready(0.5, lambda: sent.append("later"))
+    feeder.finished("w0")  # a busy cluster's next goes at once
+    feeder.ready(0.5, lambda worker: sent.append("later"))
     assert sent == ["long", "mid"]
     feeder.close()
 
@@ -83,6 +97,7 @@ class _FakeClient:
 
     def submit(self, fn, *args, key, pure, resources=None, workers=None, allow_other_workers=None):
         future = _FakeFuture(fn, args)
+        future.workers = workers
         self.submitted.append((fn.__name__, key, args, future))
         return future
 
@@ -110,8 +125,11 @@ def test_the_dask_executor_sends_the_longest_built_tasks_to_free_gpus_only():
 
     assert evals() == ["a", "b", "c"]  # slots were free as each arrived: no reason to wait
     eval_of = {args[0].problem: f for name, _, args, f in client.submitted if name == "eval_task"}
+    assert sorted(eval_of[k].workers[0] for k in "abc") == ["tcp://w0", "tcp://w1", "tcp://w2"]  # one per GPU
     eval_of["a"].finish((TaskResult("a", "s", "/s/a.py", Status.OK, ""), ""))
     assert evals() == ["a", "b", "c", "d"]  # the longest waiting, not the first submitted
+    eval_of = {args[0].problem: f for name, _, args, f in client.submitted if name == "eval_task"}
+    assert eval_of["d"].workers == eval_of["a"].workers  # to the GPU that freed
     assert outs["a"].result().result.status is Status.OK
     late = TaskSpec("f", "s", Source("/p/f.py", "# f\n"), Source("/s/f.py", "# s f\n"), Options())
     executor.submit(late)
