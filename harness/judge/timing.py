@@ -38,6 +38,7 @@ import math
 import os
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -202,6 +203,31 @@ def measure_candidate(judge: Judge, msg: dict, limit: limits.Limit) -> tuple[flo
     return seconds + late, reply
 
 
+class Spent:
+    """Seconds a timing phase spent in each of its steps, summed, for the task log's
+    summary line: where a task's timing went (fixed costs, warm-up, trying batch kinds,
+    sampling; and within pairs, drawing inputs, queueing, the measures, reading and
+    comparing outputs). Two perf_counter reads a step: nothing a measure would see."""
+
+    def __init__(self):
+        self.s: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = _perf()
+        try:
+            yield
+        finally:
+            self.s[name] = self.s.get(name, 0.0) + _perf() - t0
+
+    def line(self, names: tuple[str, ...]) -> str:
+        return ", ".join(f"{k} {self.s[k]:.2f}" for k in names if k in self.s)
+
+
+STAGES = ("fixed", "bind", "warm", "estimate", "try", "sample", "after")
+STEPS = ("grow", "draw", "queue", "write", "flush", "busy", "measure", "read", "reference", "compare")
+
+
 class Timer:
     """Interleaved batches of the two sides, each on the judge's clock."""
 
@@ -222,6 +248,7 @@ class Timer:
         self.cotenant_s = self.ref_wall_s = 0.0  # the candidate's CPU beside the reference's batches, and their wall
         self.one_s = 0.0  # the wall time of a pair of single calls (the warm-up's)
         self.many: tuple[int, float] | None = None  # (calls, wall seconds) of the pair of WARM_CALLS, where it ran
+        self.spent = Spent()
 
     # -- fixed costs ------------------------------------------------------------
     def _fixed_costs(self) -> None:
@@ -301,15 +328,6 @@ class Timer:
         self.seed += 1
         return self.seed
 
-    def _refresh(self, n: int) -> None:
-        """Fresh values for the first n calls, drawn into the judge's own copies, then
-        written into the lent ones in one copy per input: a candidate whose GPU stream
-        waits for its inputs to change (cuStreamWaitValue32 on a lent buffer) is woken
-        once, right before its batch, and what it runs then is found by the probe that
-        follows (Timer._pair), not hidden behind the judge's minutes of drawing."""
-        self._draw(n)
-        self._write_lent(n)
-
     def _draw(self, n: int) -> None:
         for i in range(n):
             values = self.j.make_inputs(self._next_seed())
@@ -338,15 +356,28 @@ class Timer:
         streams start on that write runs unseen), the reference after it, on the
         judge's own copies of the values (nothing the candidate writes reaches it).
         Nothing is kept here."""
-        self._refresh(n)
-        self._flush()
+        at = self.spent
+        # Fresh values drawn into the judge's own copies, then written into the lent ones in
+        # one copy per input: a candidate whose GPU stream waits for its inputs to change
+        # (cuStreamWaitValue32 on a lent buffer) is woken once, right before its batch, and
+        # what it runs then is found by the probe that follows, not hidden behind the
+        # judge's minutes of drawing.
+        with at("draw"):
+            self._draw(n)
+        with at("write"):
+            self._write_lent(n)
+        with at("flush"):
+            self._flush()
         # Work of the candidate's on the GPU now ran while it was stopped: a stream that
         # waited for its inputs to be written. The pair is measured again (another
         # program's work passes); still there, it is untimed_work (_settled_pair).
-        busy_before = self.j.drain.wait(busy_above_s=BEFORE_BATCH_BUSY_S) if self.cuda else 0.0
-        sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
+        with at("busy"):
+            busy_before = self.j.drain.wait(busy_above_s=BEFORE_BATCH_BUSY_S) if self.cuda else 0.0
+        with at("measure"):
+            sol_s, reply = measure_candidate(self.j, {"op": "batch", "n": n, "graph": graph}, self.limit)
         self.j.note_threads(reply)
-        outs = self.graph_outs if graph else self._read_calls(reply, n)
+        with at("read"):
+            outs = self.graph_outs if graph else self._read_calls(reply, n)
         ref, base = self._reference_and_compare(self.graphs[0] if graph else self._eager_reference(), outs, n,
                                                 graph, keep)
         sol = (sol_s, _number(reply.get("ms")), _number(reply.get("host_ms")))
@@ -359,8 +390,11 @@ class Timer:
         busy_before, as in _pair), flushes L2, and times the release to the done word,
         plus any work of the candidate's still on the GPU after it. Its calls cannot
         have read the inputs before they were written: their outputs are compared."""
-        self._draw(n)
-        q = self.j.holds.queue(n, self.limit, self.call_host_s)
+        at = self.spent
+        with at("draw"):
+            self._draw(n)
+        with at("queue"):
+            q = self.j.holds.queue(n, self.limit, self.call_host_s)
         if q.stalled_at is not None:
             self.j.quiesce()  # the calls ran unheld once released: let them finish, unjudged
             raise held.Stalled("candidate", q.stalled_at)
@@ -368,18 +402,24 @@ class Timer:
         # Bounded: work of the candidate's other streams that waits for the held one reads
         # as a busy GPU until the release (07_untimed_work/side_stream.py: the probe never
         # came back fast), and such a batch is not a held one (_try_holds).
-        busy_before = self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
-        self._write_lent(n)
-        self.j.sync()
-        busy_before += self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
-        self._flush()
-        seconds = self.j.holds.release("candidate", q.seq, self.limit)
-        late = self.j.drain.settle()
+        with at("busy"):
+            busy_before = self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
+        with at("write"):
+            self._write_lent(n)
+            self.j.sync()
+        with at("busy"):
+            busy_before += self.j.drain.wait(limit_s=HOLD_BUSY_S, busy_above_s=BEFORE_BATCH_BUSY_S)
+        with at("flush"):
+            self._flush()
+        with at("measure"):
+            seconds = self.j.holds.release("candidate", q.seq, self.limit)
+            late = self.j.drain.settle()
         if TRACE:
             print(f"[kbench trace] held candidate n={n}: {seconds * 1e6:.0f} us to done, late {late * 1e6:.0f} us, "
                   f"busy before {busy_before * 1e6:.0f} us", flush=True)
-        outs = self._read_calls(q.reply, n)
-        claim = self.j.holds.claim(q.seq)
+        with at("read"):
+            outs = self._read_calls(q.reply, n)
+            claim = self.j.holds.claim(q.seq)
         ref, base = self._reference_and_compare(self._eager_reference(), outs, n, False, keep)
         return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before)
 
@@ -396,12 +436,14 @@ class Timer:
         done here too and thrown away, outside graphs), the baseline's, the candidate's
         outputs compared, and now and then its inputs checked for writes. (ref, base)."""
         log = None if graph else batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
-        ref = self._reference_batch(ref_batch, n, log, keep)
-        base = None
-        if self.baseline is not None:
-            self._flush()
-            base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
-        self._compare(outs, ref_batch.outs, n)
+        with self.spent("reference"):
+            ref = self._reference_batch(ref_batch, n, log, keep)
+            base = None
+            if self.baseline is not None:
+                self._flush()
+                base = self._measure_reference(batches.Eager(self.baseline, self.ref_copies), n)
+        with self.spent("compare"):
+            self._compare(outs, ref_batch.outs, n)
         self.checked += 1
         if self.checked % MUTATION_EVERY == 1 and not check.same_inputs(self.copies[0], self.ref_copies[0]):
             self.j.flags.add(Flag.INPUT_MUTATION)
@@ -447,21 +489,41 @@ class Timer:
         return n, None
 
     def _held_trial(self, n: int) -> "Pair":
-        """A held pair of n calls to try them, not kept, after an eager pair of the same n:
-        each side's allocator then holds memory for n outputs (a held batch that must ask
-        the driver for new memory waits, as cudaMalloc waits for the held stream, and would
-        read as a forward that synchronizes). One that reads the GPU busy around its input
-        write is tried once more: once is not the candidate's, as the judge's probe can
-        wait out a time slice of another context (honest 95_CrossEntropyLoss read 1.0 ms
-        once on an H100, builds beside it); twice in a row is (dma_cotenant.py: 1.1 ms
-        every time)."""
-        self._pair(n, graph=False, keep=False)
+        """A held pair of n calls to try them, not kept, after the candidate has run an
+        eager batch of the same n (_grow): its allocator then holds memory for n outputs
+        (a held batch that must ask the driver for new memory waits, as cudaMalloc waits
+        for the held stream, and would read as a forward that synchronizes). One that
+        reads the GPU busy around its input write is tried once more: once is not the
+        candidate's, as the judge's probe can wait out a time slice of another context
+        (honest 95_CrossEntropyLoss read 1.0 ms once on an H100, builds beside it); twice
+        in a row is (dma_cotenant.py: 1.1 ms every time), after a full eager pair."""
+        self._grow(n)
         p = self._held_pair(n, keep=False)
         if p.busy_before:
             time.sleep(CONTENDED_PAUSE_S)
             self._pair(n, graph=False, keep=False)
             p = self._held_pair(n, keep=False)
         return p
+
+    def _grow(self, n: int) -> None:
+        """The candidate's eager batch of n calls on whatever its lent copies hold, its
+        GPU drained, nothing read or compared: only its allocator's growth is wanted (a
+        full pair here drew n sets of inputs and ran and compared the reference's batch
+        too, up to a third of a task's timing on an H100). The judge's own allocator
+        grows in the held pair's reference batch, which is not kept either."""
+        with self.spent("grow"):
+            # Valid values in every lent copy (one set, broadcast): a bound loan holds
+            # whatever its memory held, and class indices read from it could send an
+            # honest kernel out of bounds.
+            values = self.j.make_inputs(self._next_seed())
+            for lent, v in zip(self.stacked, values):
+                if isinstance(lent, torch.Tensor):
+                    if not isinstance(v, torch.Tensor) or v.shape != lent.shape[1:] or v.dtype != lent.dtype:
+                        self._pair(n, graph=False, keep=False)  # _draw says what is wrong with the problem
+                        return
+                    lent[:n].copy_(v.unsqueeze(0).expand(n, *v.shape))
+            self.j.sync()
+            measure_candidate(self.j, {"op": "batch", "n": n, "graph": False}, self.limit)
 
     def _claim_tolerance(self) -> tuple[float, float]:
         """(share of the judge's measure, seconds a batch) by which the candidate's own
@@ -637,46 +699,55 @@ class Timer:
         self.budget = stopping.Budget(self.cfg.budget_s)
         self.rule = stopping.StopRule(self.cfg.min_samples, self.cfg.max_samples, self.cfg.target_rel_ci)
         started = sandbox.started_by(os.getpid(), self.j.remote.proc.pid)
-        self._fixed_costs()
+        stage = self.spent
+        with stage("fixed"):
+            self._fixed_costs()
         self.checked = 0
-        self._bind(1)
+        with stage("bind"):
+            self._bind(1)
         gc.collect()
         gc.disable()  # a collection inside a batch would be charged to it
         try:
-            warm = self._warm_up()
-            per_call = self._per_call_estimate()
+            with stage("warm"):
+                warm = self._warm_up()
+            with stage("estimate"):
+                per_call = self._per_call_estimate()
             self.call_host_s = stats.median(self.warm.sol.host_ms[1:]) / 1e3 if self.warm.sol.host_ms[1:] else 0.0
             planned, graph = self._plan(min(per_call), max(per_call)), False
             n, why_not_held = planned, None
-            if self.hold_fixed is not None:
-                self._use_holds()
-                held_n, why_not_held = self._try_holds(self._within_budget(planned))
-                if why_not_held is None:
-                    n = held_n
-                else:
-                    self._drop_holds()
-            elif self.cuda and self.cfg.mode in ("auto", "hold"):
-                why_not_held = self.j.hold_unavailable or "the GPU's stream cannot be held here"
-            if not self.holding:
-                n, graph = self._unheld_batch(planned, per_call, warm)
+            with stage("try"):
+                if self.hold_fixed is not None:
+                    self._use_holds()
+                    held_n, why_not_held = self._try_holds(self._within_budget(planned))
+                    if why_not_held is None:
+                        n = held_n
+                    else:
+                        self._drop_holds()
+                elif self.cuda and self.cfg.mode in ("auto", "hold"):
+                    why_not_held = self.j.hold_unavailable or "the GPU's stream cannot be held here"
+                if not self.holding:
+                    n, graph = self._unheld_batch(planned, per_call, warm)
             if why_not_held:
                 r.notes.append(f"not timed in held batches: {why_not_held}")
             r.calls = n
             r.clock = ("cuda_hold" if self.holding else "cuda_graph" if graph else "cuda_burst") if self.cuda \
                 else "cpu_clock"
             try:
-                self._sample(n, graph)
+                with stage("sample"):
+                    self._sample(n, graph)
             except _HoldsFailed as e:  # sampled again, from the start, in eager batches
                 self._drop_holds()
                 r.notes.append(f"not timed in held batches: {e}")
                 r.ref, r.sol = Side(), Side()
                 r.baseline = Side() if self.baseline else None
-                self._bind(n)
-                r.calls, r.clock = self._eager_calls(n), "cuda_burst"
-                self._sample(r.calls, False)
+                with stage("sample"):
+                    self._bind(n)
+                    r.calls, r.clock = self._eager_calls(n), "cuda_burst"
+                    self._sample(r.calls, False)
         finally:
             gc.enable()
-        self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
+        with stage("after"):
+            self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
         us = lambda xs: "/".join(f"{x * 1e6:.0f}" for x in xs)  # noqa: E731 - s to us
         print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}) in "
               f"{self.budget.spent():.2f} s of a {self.budget.seconds:g} s budget; fixed "
@@ -685,7 +756,8 @@ class Timer:
               f"{stats.median(self.warm.ref.ms[1:] or self.warm.ref.ms) * 1e3:.1f}, solution "
               f"{stats.median(self.warm.sol.ms[1:] or self.warm.sol.ms) * 1e3:.1f}; "
               f"medians us: reference {stats.median(r.ref.ms) * 1e3:.2f}, solution {stats.median(r.sol.ms) * 1e3:.2f}, "
-              f"its own events {stats.median(r.sol.claimed_ms) * 1e3 if r.sol.claimed_ms else float('nan'):.2f}",
+              f"its own events {stats.median(r.sol.claimed_ms) * 1e3 if r.sol.claimed_ms else float('nan'):.2f}; "
+              f"stages s: {self.spent.line(STAGES)}; in pairs s: {self.spent.line(STEPS)}",
               flush=True)
         return r
 

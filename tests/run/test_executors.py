@@ -368,8 +368,10 @@ def test_four_gpus_finish_together_longest_first(monkeypatch, tmp_path):
 
 
 def test_each_lane_starts_its_share_of_judges_ahead(monkeypatch, tmp_path):
-    """Four GPUs, 6 tasks left: each lane keeps 2 judges ahead, not 4 (all four lanes
-    asking for every waiting task started 4x the judges, whose imports slowed the next)."""
+    """Four GPUs, 6 tasks left: each lane keeps 3 judges ahead (its share, 2, and one
+    more for a lane that runs faster than the others), not 4 (all four lanes asking for
+    every waiting task started 4x the judges, whose imports slowed the next); never
+    more than the tasks left."""
     from harness.run import executors, work
 
     monkeypatch.setattr(executors.os, "cpu_count", lambda: 64)
@@ -377,7 +379,7 @@ def test_each_lane_starts_its_share_of_judges_ahead(monkeypatch, tmp_path):
     executor = executors.LocalExecutor(hosts, prestart=executors.prestart_depth("cuda"))
     try:
         assert executor.depth == 4
-        assert [executor._share(n) for n in (0, 1, 4, 6, 40)] == [0, 1, 1, 2, 10]
+        assert [executor._share(n) for n in (0, 1, 2, 4, 6, 40)] == [0, 1, 2, 2, 3, 11]
     finally:
         executor.close()
 
