@@ -100,7 +100,8 @@ def _publish_victims_object(project: Path, cache: Path, victim_build: Path) -> s
     assert len(wants) == 1, wants
     path = cache / "victim-want.json"
     path.write_text(json.dumps(wants[0]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # No bytecode from kbench's own processes, as in _run: the copy is compared file by file.
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-m", "harness.build.objects", str(cache / "objects"), str(path)],
                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
     return done.stdout + done.stderr
