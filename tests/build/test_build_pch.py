@@ -61,6 +61,29 @@ def test_a_compiler_that_is_not_gcc_gets_no_pch(tmp_path, monkeypatch):
 
 
 @needs_gcc
+def test_a_build_process_looks_for_the_pch_the_parent_made(tmp_path, monkeypatch):
+    """A build process runs `c++` through kbench's stand-in (objects.build_env puts it first
+    on PATH); its PCH key is the one kbench's parent made the PCH under, not the stand-in's.
+    Keyed by the stand-in's path, no build found a PCH: every host compile parsed
+    torch/extension.h again (28 s instead of 13 s a build on the 2-core box)."""
+    from harness.build import objects
+
+    made = pch.request_for(["-O3"], False)
+    env = objects.build_env(tmp_path / "objects", tmp_path / "scratch", dict(os.environ))
+    assert env, "no stand-in for c++ was made"
+    monkeypatch.setenv("PATH", env["PATH"])
+    for name in ("KBENCH_REAL_CXX", "KBENCH_OBJECTS_DIR"):
+        monkeypatch.setenv(name, env[name])
+    pch._compiler_identity.cache_clear()
+    try:
+        assert shutil.which("c++") == str(tmp_path / "objects" / "bin" / "cxx" / "c++")  # the stand-in
+        seen = pch.request_for(["-O3"], False)
+    finally:
+        pch._compiler_identity.cache_clear()
+    assert seen is not None and seen.key == made.key
+
+
+@needs_gcc
 def test_no_pch_is_made_where_the_cache_cannot_be_written(tmp_path):
     request = pch.request_for(["-O3"], False)
     blocked = tmp_path / "a-file"

@@ -56,8 +56,10 @@ def test_a_fixture_measured_again_keeps_its_verdict(run_cli, tmp_path):
 
 
 @pytest.mark.gpu
-def test_cuda_fixtures_get_their_verdicts(run_cli, tmp_path):
-    assert mismatches(_run(run_cli, tmp_path / "r", "cuda", "cuda")) == []
+def test_cuda_fixtures_get_their_verdicts(run_cli, tmp_path, escape_watch):
+    with escape_watch():
+        results = _run(run_cli, tmp_path / "r", "cuda", "cuda")
+    assert mismatches(results) == []
 
 
 def test_every_twin_is_beside_its_fixture_and_declares_a_plain_ok():

@@ -100,7 +100,8 @@ def _publish_victims_object(project: Path, cache: Path, victim_build: Path) -> s
     assert len(wants) == 1, wants
     path = cache / "victim-want.json"
     path.write_text(json.dumps(wants[0]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # No bytecode from kbench's own processes, as in _run: the copy is compared file by file.
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-m", "harness.build.objects", str(cache / "objects"), str(path)],
                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
     return done.stdout + done.stderr
@@ -177,10 +178,11 @@ def observe(tmp: Path, device: str, confined: bool = True) -> dict:
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def doors(request, tmp_path_factory):
+def doors(request, tmp_path_factory, escape_watch):
     if request.param == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    return observe(tmp_path_factory.mktemp(f"doors-{request.param}"), request.param)
+    with escape_watch():  # not while the adversarial set's escapes run (conftest.escape_watch)
+        return observe(tmp_path_factory.mktemp(f"doors-{request.param}"), request.param)
 
 
 def test_the_attackers_get_their_honest_verdicts(doors):
@@ -239,10 +241,11 @@ def test_a_build_written_by_a_candidate_is_rebuilt_not_loaded(doors):
 
 
 @pytest.mark.skipif(os.environ.get("KBENCH_SLOW_TESTS") != "1", reason="the control: set KBENCH_SLOW_TESTS=1")
-def test_without_the_sandbox_the_attacks_open_the_doors(tmp_path):
+def test_without_the_sandbox_the_attacks_open_the_doors(tmp_path, escape_watch):
     """The control: the same attackers against a copy whose sandbox finds no Landlock. Each door
     that the tests above find shut is open here, so the fixtures are attacks that work."""
-    seen = observe(tmp_path, "cpu", confined=False)
+    with escape_watch():
+        seen = observe(tmp_path, "cpu", confined=False)
     assert seen["project_after"] != seen["project"]
     assert not seen["torch_same"] and seen["torch_planted"] and seen["pth"]
     assert seen["pch_after"] != seen["pch"] and seen["records_after"] != seen["records"] and seen["ccache"]

@@ -457,12 +457,24 @@ def test_a_judge_starts_its_candidate_before_it_imports_torch():
     """Each process imports torch for seconds on a GPU host; a judge that started its
     candidate only after its own import was ready ~8 s after it started, and on an
     H100 tasks of ~1.5 s waited for the judges started ahead of them. The judge's
-    first import of torch must find its candidate already running."""
+    first import of torch must find its candidate already running.
+
+    The judge is held at that import while its children are read. A child can be past
+    its exec, so that Popen has returned, and not yet have its new command line (the
+    kernel sets it up after the exec's point of no return): on a loaded host the spy read
+    an empty one. It reads such a child again for up to 2 s, the judge still held."""
     import subprocess
     import sys
 
     spy = (
-        "import importlib.abc, os, sys\n"
+        "import importlib.abc, os, sys, time\n"
+        "def cmdline(pid):\n"
+        "    for _ in range(40):\n"
+        "        line = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+        "        if line:\n"
+        "            return line\n"
+        "        time.sleep(0.05)\n"
+        "    return line\n"
         "class Spy(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
         "        if name == 'torch':\n"
@@ -471,10 +483,10 @@ def test_a_judge_starts_its_candidate_before_it_imports_torch():
         "                try:\n"
         "                    stat = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
         "                    if int(stat[1]) == os.getpid():\n"
-        "                        kids.append(open(f'/proc/{pid}/cmdline', 'rb').read())\n"
+        "                        kids.append(cmdline(pid))\n"
         "                except (OSError, ValueError, IndexError):\n"
         "                    pass\n"
-        "            print('CANDIDATE FIRST' if any(b'harness.candidate' in k for k in kids) else 'TORCH FIRST', flush=True)\n"
+        "            print('CANDIDATE FIRST' if any(b'harness.candidate' in k for k in kids) else 'TORCH FIRST', kids, flush=True)\n"
         "            os._exit(0)\n"
         "        return None\n"
         "sys.meta_path.insert(0, Spy())\n"
