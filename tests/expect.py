@@ -106,12 +106,15 @@ TIMING_FLAGS = {"timing_mismatch"}
 
 
 def timing_only(line: str) -> bool:
-    """Whether a mismatches() line misses only where the clock decides, in every alternative
-    that got the status: a speedup above its bound (max_speedup, or its twin's ratio), or an
-    unexpected timing flag. A wrong status, message or a missing flag is never a matter of
-    timing."""
+    """Whether a mismatches() line misses only where the clock decides in at least one
+    alternative that got the status: a speedup above its bound (max_speedup, or its twin's
+    ratio), or an unexpected timing flag. Measured again, the fixture must then meet one of
+    its alternatives (measure_again), so the one that missed by the clock alone may be met:
+    inflated_fixed_cost.py declares "the twin's speed, or timing_mismatch", and its reference
+    read 1.65 ms in a CI run's loaded minute against 1.08 in its twin's (1.38x the twin). A
+    wrong status, message or a missing flag is never a matter of timing."""
     alternatives = [a for a in line.split(": ", 1)[1].split(" / ") if not a.strip().startswith("status ")]
-    return bool(alternatives) and all(_timing_part(part.strip()) for a in alternatives for part in a.split(";"))
+    return any(all(_timing_part(part.strip()) for part in a.split(";")) for a in alternatives)
 
 
 def _timing_part(part: str) -> bool:

@@ -95,4 +95,9 @@ def test_timing_only_misses_are_those_the_clock_decides():
     assert not timing_only("level1/2_Affine x.py: unexpected flags ['tampering']; speedup 3 > max_speedup 1.5")
     assert not timing_only("level1/2_Affine x.py: unexpected flags ['tampering', 'timing_mismatch']")
     assert not timing_only("level1/2_Affine x.py: flags [] lack ['timing_mismatch']")
+    # One alternative missed by the clock alone (the twin's ratio), the other by its flag: measured again.
+    assert timing_only("level1/2_Affine inflated_fixed_cost.py: speedup 1.31 > 1.3 x twin honest_torch.py's 0.951 "
+                       "(1.38x the twin) / flags ['no_custom_kernel', 'noisy'] lack ['timing_mismatch']")
+    assert not timing_only("level1/2_Affine x.py: speedup 3 > max_speedup 1.5; flags [] lack ['tampering'] / "
+                           "flags [] lack ['timing_mismatch']")
     assert not timing_only("level1/2_Affine x.py: status incorrect != ok (wrong)")
