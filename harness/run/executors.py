@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from . import cores, health, launch, task_seconds, work
-from .paused_spares import PausedSpares
 from ..shared.isolate import Child, kill_all
 from ..records import BuildResult, Status, TaskResult, TaskSpec
 
@@ -107,18 +106,16 @@ class InlineExecutor:
 
 # Judge processes started ahead per GPU. `import torch` takes ~5 s on an H100
 # host and a small task ~1-2 s, so one ahead is not enough to hide it. Their
-# imports take host cores from the task being timed: at most one per 4 cores.
-# On a CPU run one, stopped while the task is timed (paused_spares.py).
+# imports take host cores from the task being timed: at most one per 4 cores,
+# and none on a CPU run, where the host clock times the task.
 PRESTART = 4
 
 
 def prestart_depth(device: str) -> int:
-    """Judges started ahead per GPU, or on the CPU (PRESTART says why); KBENCH_PRESTART=0
+    """Judges started ahead per GPU (PRESTART says why); KBENCH_PRESTART=0
     turns it off (each task then starts its own judge when it begins)."""
     wanted = int(os.environ.get("KBENCH_PRESTART", PRESTART))
-    if wanted <= 0:
-        return 0
-    return 1 if device == "cpu" else min(wanted, max(1, (os.cpu_count() or 4) // 4))
+    return 0 if device == "cpu" or wanted <= 0 else min(wanted, max(1, (os.cpu_count() or 4) // 4))
 
 
 @dataclass
@@ -166,7 +163,7 @@ class LocalExecutor:
         # tasks took (learned as they finish), else from its problem's bytes (task_seconds).
         self.expected = task_seconds.Expected(durations)
         self.device = hosts[0].device
-        self.depth = prestart
+        self.depth = 0 if self.device == "cpu" else prestart
         self.warm = warm  # keep one judge started ahead while idle (library sessions)
         self.shapes = shapes or (lambda path: None)
         self.overlap = self.device == "cuda"
@@ -374,19 +371,12 @@ class LocalExecutor:
             return work.failed(spec, Status.SKIPPED, "not run: the GPU failed its health check after an earlier task")
         child = None
         if item.built.ok:
-            for _, dead in [(o, c) for o, c in ready if c.proc.poll() is not None]:
-                dead.discard()  # killed by an earlier task's candidate, say: not this one's judge
-            ready[:] = [(o, c) for o, c in ready if c.proc.poll() is None]
             child = next((c for o, c in ready if o == spec.options), None)
             ready[:] = [(o, c) for o, c in ready if c is not child]
             _start_ahead(host, ready, spec.options, min(self.depth, self._share(pending)) - len(ready))
         problem = work.task_of(spec, host.cache_dir).problem_path
-        watch = None
-        if self.device == "cpu" and ready:
-            spares = [c for _, c in ready]
-            watch = lambda judge: PausedSpares(judge, spares)  # noqa: E731
         result = work.evaluate_built(spec, item.built, host, item.path, child,
-                                     self.shapes(problem) if item.built.ok else None, watch=watch)
+                                     self.shapes(problem) if item.built.ok else None)
         if self.device == "cuda":
             state["healthy"] = health.after(result, host.gpu_index)
             if not state["healthy"]:

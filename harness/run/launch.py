@@ -12,7 +12,6 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from . import cores, gpus
 from ..shared.isolate import Child, child_env
@@ -125,12 +124,11 @@ def _with_handoff(data: dict, worker_seconds: float, after_result_s: float | Non
 
 def evaluate(
     task: Task, built: BuildResult, cfg: EvalConfig, log_path: Path, work_dir: Path | None = None,
-    child: Child | None = None, shape: dict | None = None, watch: Callable[[Child], object] | None = None,
+    child: Child | None = None, shape: dict | None = None,
 ) -> TaskResult:
     """Run one task in a worker (`child`, started ahead by start_worker, or a new
     one). `shape`: the problem's input and output bytes, for refusing a task
-    that cannot fit before anything is allocated. `watch(child)`: an object called
-    at each poll of the judge and closed after it (paused_spares.PausedSpares)."""
+    that cannot fit before anything is allocated."""
     t0 = time.monotonic()
     base = dict(problem=task.problem, solution_set=task.solution_set, solution_path=task.solution_path, log_path=str(log_path),
                 gpu=cfg.gpu_index)
@@ -163,12 +161,7 @@ def evaluate(
         # in the candidate yet, so what is moved is kbench's own code.
         cores.pin_tree(child.proc.pid, cfg.cpus)
     sent_at = time.monotonic()
-    watching = watch(child) if watch is not None else None
-    try:
-        outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec), watch=watching)
-    finally:
-        if watching is not None:
-            watching.close()
+    outcome = child.finish(log_path, cfg.timeout, line=json.dumps(spec))
     messages = outcome.messages
     phases = [m["phase"] for m in messages if isinstance(m.get("phase"), str)]
     phase = phases[-1] if phases else "start"

@@ -104,7 +104,7 @@ def build_one(spec: TaskSpec, host: Host) -> tuple[BuildResult, str]:
 
 
 def evaluate_built(spec: TaskSpec, built: BuildResult, host: Host, log_path: Path,
-                   child: Child | None = None, shape: dict | None = None, watch=None) -> TaskResult:
+                   child: Child | None = None, shape: dict | None = None) -> TaskResult:
     """Judge one built task; its log goes to `log_path` (appended)."""
     task = task_of(spec, host.cache_dir)
     cfg = host.eval_config(spec.options)
@@ -113,7 +113,7 @@ def evaluate_built(spec: TaskSpec, built: BuildResult, host: Host, log_path: Pat
         with open(log_path, "a") as f:
             f.write(f"[kbench] {spec.key}: its build changed since kbench made it; rebuilding\n")
         built = build.build_all([task], host.build_config(spec.options))[task.key]
-    result = launch.evaluate(task, built, cfg, log_path, None, child, shape, watch)  # discards `child` if the build failed
+    result = launch.evaluate(task, built, cfg, log_path, None, child, shape)  # discards `child` if the build failed
     return _as_submitted(result, spec, task, host)
 
 

@@ -182,11 +182,10 @@ class Child:
             pass  # it died waiting; `finish` will say how
 
     def finish(self, log_path: Path, timeout: float, line: str | None = None,
-               stop: Callable[[], bool] | None = None, watch: Callable[[], None] | None = None) -> ChildOutcome:
+               stop: Callable[[], bool] | None = None) -> ChildOutcome:
         """`stop`: polled while the child runs; when it says so the child's group is
         killed and its outcome is what it had said by then (a build process whose
-        extensions are built and whose import goes on: harness/build/stage.py).
-        `watch`: called at each poll of a judge, as its messages come (run/paused_spares.py)."""
+        extensions are built and whose import goes on: harness/build/stage.py)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         proc = self.proc
@@ -198,7 +197,7 @@ class Child:
             pass  # it died waiting; its exit code says how
         timed_out = False
         try:
-            self._wait(timeout, stop, watch)
+            self._wait(timeout, stop)
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
@@ -221,8 +220,7 @@ class Child:
             after_result_s=None if self.result_seen is None else round(end - self.result_seen, 3),
         )
 
-    def _wait(self, timeout: float, stop: Callable[[], bool] | None = None,
-              watch: Callable[[], None] | None = None) -> None:
+    def _wait(self, timeout: float, stop: Callable[[], bool] | None = None) -> None:
         """Until the child exits, `stop` says so, or, for a judge, its result has
         arrived (what it does after that is cleanup, which killing its group does faster)."""
         if self.results is None and stop is None:
@@ -230,8 +228,6 @@ class Child:
             return
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
-            if watch is not None:
-                watch()
             if stop is not None and stop():
                 kill_group(self.proc)
                 self.proc.wait()
