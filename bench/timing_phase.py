@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -34,18 +32,9 @@ BIG_MS = 0.1  # "kernels of 100 us and more": the slower side's median
 
 
 def warm_run(problems: Path, solutions: Path, work: Path, name: str) -> dict:
-    out = work / "runs" / name
-    shutil.rmtree(out, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(tt.ROOT / "cli.py"), "run", "--problems", str(problems), "--solutions", str(solutions),
-           "--out", str(out), "--cache-dir", str(work / "cache"), "--gpus", "0", "--exit-zero"]
     t0 = time.monotonic()
-    with open(out.with_suffix(".log"), "w") as log:
-        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tt.ROOT)
-    wall = time.monotonic() - t0
-    if done.returncode != 0 or not (out / "results.json").is_file():
-        raise SystemExit(f"{name}: kbench run failed (exit {done.returncode}); see {out.with_suffix('.log')}")
-    return summarize(name, wall, json.loads((out / "results.json").read_text()), solutions)
+    data = tt.run_kbench(problems, solutions, work / "runs" / name, work / "cache", "--gpus", "0")
+    return summarize(name, time.monotonic() - t0, data, solutions)
 
 
 def summarize(name: str, wall: float, data: dict, solutions: Path) -> dict:

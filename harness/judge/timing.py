@@ -514,7 +514,7 @@ class Timer:
                            "the write)")
             per_call = ((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n)
             again = min(ceiling, self._plan(*per_call))
-            self.plans.append(f"tried {n} held: us a call {'/'.join(f'{x * 1e6:.1f}' for x in per_call)} -> {again}")
+            self.plans.append(f"tried {n} held: us a call {_us(per_call, 1)} -> {again}")
             if attempt < 2 and (again > 1.5 * n or 1.5 * again < n) and self.budget.fits(4 * self._pair_s(again)):
                 # room for trying `again` (an eager and a held pair) and then sampling it
                 n = again
@@ -750,7 +750,7 @@ class Timer:
                 per_call = self._per_call_estimate()
             self.call_host_s = stats.median(self.warm.sol.host_ms[1:]) / 1e3 if self.warm.sol.host_ms[1:] else 0.0
             planned, graph = self._plan(*per_call), False
-            self.plans.append(f"us a call {'/'.join(f'{x * 1e6:.1f}' for x in per_call)}, {planned} calls eager")
+            self.plans.append(f"us a call {_us(per_call, 1)}, {planned} calls eager")
             n, why_not_held = planned, None
             with stage("try"):
                 if self.hold_fixed is not None:
@@ -791,10 +791,9 @@ class Timer:
             gc.enable()
         with stage("after"):
             self._after(sandbox.started_by(os.getpid(), self.j.remote.proc.pid) - started)
-        us = lambda xs: "/".join(f"{x * 1e6:.0f}" for x in xs)  # noqa: E731 - s to us
         print(f"[kbench] timing: {r.clock}, {r.calls} calls a batch, {len(r.sol.ms)} pairs ({r.stop_reason}) in "
               f"{self.budget.spent():.2f} s of a {self.budget.seconds:g} s budget; fixed "
-              f"cost us: candidate {self.fixed_s * 1e6:.0f} (before/after import {us(self.fixed_parts)}), reference "
+              f"cost us: candidate {self.fixed_s * 1e6:.0f} (before/after import {_us(self.fixed_parts)}), reference "
               f"{self.ref_fixed_s * 1e6:.0f}; warm-up us per call: reference "
               f"{stats.median(self.warm.ref.ms[1:] or self.warm.ref.ms) * 1e3:.1f}, solution "
               f"{stats.median(self.warm.sol.ms[1:] or self.warm.sol.ms) * 1e3:.1f}; "
@@ -1106,6 +1105,11 @@ def _add(side: Side, per_call_s: float, events_ms: float | None, host_ms: float 
         side.claimed_ms.append(events_ms / n)
     if host_ms is not None:
         side.host_ms.append(host_ms / n)
+
+
+def _us(seconds, digits: int = 0) -> str:
+    """Seconds as microseconds, "a/b", for the timing line."""
+    return "/".join(f"{x * 1e6:.{digits}f}" for x in seconds)
 
 
 def _number(v: Any) -> float | None:
