@@ -23,6 +23,7 @@ import torch
 from ..build import load
 from ..discover import shapes
 from ..shared import stats
+from ..shared.process_age import seconds_since_process_start
 from ..records import PREPARE_LINE, Flag, SideTiming, Status, Timing, TimingConfig, to_json_dict
 from .remote import Remote
 from .spawn import Spawned
@@ -261,6 +262,22 @@ def _settle_imports() -> None:
     gc.freeze()
 
 
+def _ages_line(ages: dict[str, float]) -> str:
+    """When this judge's imports were done, it was told it is next, its GPU context (and
+    its candidate's) was made, and its spec came, in seconds from its start. A task's
+    judge_wait says that the spec waited, not for what: on 4 H200s single tasks waited
+    3-5 s for their judge where one GPU's waited none, and which part of a judge's start
+    had grown was not known."""
+    parts = [f"imports done at {ages['imported']:.2f} s"]
+    if "told_next" in ages:
+        parts.append(f"told it is next at {ages['told_next']:.2f} s, ready at {ages['prepared']:.2f} s "
+                     f"({ages['prepared'] - ages['told_next']:.2f} s)")
+    else:
+        parts.append("not told it is next")
+    parts.append(f"its spec read at {ages['spec']:.2f} s")
+    return ", ".join(parts)
+
+
 def main(spawned: Spawned) -> None:
     """`spawned`: this judge's candidate process, started by __main__ before torch was
     imported here, once this process was made undumpable and a subreaper."""
@@ -273,14 +290,19 @@ def main(spawned: Spawned) -> None:
 
     remote = Remote(spawned=spawned)
     _settle_imports()
+    ages = {"imported": seconds_since_process_start()}
     line = sys.stdin.readline().strip()
     while line == PREPARE_LINE:
+        ages.setdefault("told_next", seconds_since_process_start())
         _prepare_device(remote)
+        ages["prepared"] = seconds_since_process_start()
         line = sys.stdin.readline().strip()
     if not line:
         remote.close()
         os._exit(0)  # not needed after all
     spec_read_at = time.monotonic()  # kbench's clock too (CLOCK_MONOTONIC): how long the spec waited for this judge
+    ages["spec"] = seconds_since_process_start()
+    print(f"[kbench] this judge's start: {_ages_line(ages)}", flush=True)
     spec = json.loads(line)
     if spec.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]

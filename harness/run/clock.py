@@ -11,22 +11,10 @@ final write of the reports.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 
-
-def seconds_since_process_start() -> float:
-    """How long this process has run (Python's own start and imports included),
-    from /proc; 0.0 where that cannot be read."""
-    try:
-        with open("/proc/self/stat") as f:
-            started_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return max(0.0, uptime - started_ticks / os.sysconf("SC_CLK_TCK"))
+from ..shared.process_age import seconds_since_process_start
 
 
 class RunClock:

@@ -129,8 +129,13 @@ def start_judges(options, args: WorkerArgs, version: str) -> int:
     the wait grew with the number of workers). Returns how many it keeps."""
     if version != __version__ or options.device != "cuda":
         return 0
-    host = _worker_host(options.device, args)
+    host = _worker_host(options.device, args)  # NVML's facts: milliseconds (work.probe_host)
     _start_spares(options, host)
+    # The build stage's toolchain key imports torch: here, once the judges are on their
+    # way and while kbench is still starting, not inside this worker's first task.
+    from ..build import stage
+
+    stage.toolchain_versions(options.device)
     with _lock:
         return len(_spares.get(host.gpu_index, []))
 

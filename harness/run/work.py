@@ -179,11 +179,7 @@ def probe_host(cache_dir: Path, device: str, *, gpu_index: int | None = None, bu
     where = where or socket.gethostname()
     if device == "cpu":
         return Host(cache_dir, "cpu", build_jobs=jobs, use_cache=use_cache, where=where)
-    import torch
-
-    index = gpu_index or 0  # an index among the GPUs this process sees, as CUDA_VISIBLE_DEVICES for its judges
-    major, minor = torch.cuda.get_device_capability(index)
-    name = torch.cuda.get_device_name(index)
+    name, arch = _card(gpu_index)
     bandwidth = None
     if measure_bandwidth:
         from . import roofline
@@ -192,7 +188,23 @@ def probe_host(cache_dir: Path, device: str, *, gpu_index: int | None = None, bu
         if gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus.visible_device(gpu_index)
         bandwidth = roofline.cached_bandwidth(cache_dir, name, env)
-    return Host(cache_dir, "cuda", name, f"{major}.{minor}", bandwidth, gpu_index, jobs, use_cache, where)
+    return Host(cache_dir, "cuda", name, arch, bandwidth, gpu_index, jobs, use_cache, where)
+
+
+def _card(gpu_index: int | None) -> tuple[str, str]:
+    """(name, "major.minor") of the GPU `gpu_index` (an index among the GPUs this process
+    sees, as CUDA_VISIBLE_DEVICES gives its judges), from NVML where it can say. A Dask
+    worker probes its host as it starts its judges: through torch, its `import torch`
+    and CUDA start came first, so each worker's judges started, and its first task
+    waited, 9-10 s late on 4 H200s (dask_after, bench/gpu_scaling_b3942d0_4xH200.md)."""
+    found = gpus.capability(gpu_index)
+    if found is not None:
+        return found
+    import torch
+
+    index = gpu_index or 0
+    major, minor = torch.cuda.get_device_capability(index)
+    return torch.cuda.get_device_name(index), f"{major}.{minor}"
 
 
 def failed(spec: TaskSpec, status: Status, message: str, phase: str = "start") -> TaskResult:

@@ -97,6 +97,12 @@ def test_a_judge_told_it_is_next_still_judges_its_task(tmp_path):
     result = work.evaluate_built(spec, built, host, tmp_path / "task.log", child)
     assert result.status is Status.OK, result.message
     assert result.speedup is not None
+    # Its start in its task's log, in seconds from its process's start, in the order they happened.
+    import re
+
+    line = next(x for x in (tmp_path / "task.log").read_text().splitlines() if "this judge's start" in x)
+    ages = [float(x) for x in re.findall(r"at (\d+\.\d+) s", line)]
+    assert len(ages) == 4 and ages == sorted(ages) and ages[0] > 0, line
 
 
 def test_a_judge_started_before_the_build_cache_exists_loads_its_build(tmp_path, kbench_cache):
