@@ -10,6 +10,8 @@ it from the same folder and torch finds the finished build.
 The entrance, and all that other stages call:
   build_all(tasks, BuildConfig) -> {task key: BuildResult}   submit sources, get artifacts
   intact(ext_dir)                                           a cached build still whole
+  toolchain_versions(device)                                what a build's key holds of the host's
+      Python, torch and compilers (imports torch: a Dask worker calls it ahead of its tasks)
   compile_slots(), build_nice(rank, at_once)                the host's compile capacity
   load                                                      importing problem and solution
       files by path, with the build hooks; used by every process that imports one
@@ -25,6 +27,6 @@ read what those two made), errors.py (one line per failed build).
 May import: records.py, shared/.
 """
 from .queue import build_nice, compile_slots
-from .stage import BuildConfig, build_all, intact
+from .stage import BuildConfig, build_all, intact, toolchain_versions
 
-__all__ = ["BuildConfig", "build_all", "build_nice", "compile_slots", "intact"]
+__all__ = ["BuildConfig", "build_all", "build_nice", "compile_slots", "intact", "toolchain_versions"]

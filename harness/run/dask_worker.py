@@ -133,9 +133,9 @@ def start_judges(options, args: WorkerArgs, version: str) -> int:
     _start_spares(options, host)
     # The build stage's toolchain key imports torch: here, once the judges are on their
     # way and while kbench is still starting, not inside this worker's first task.
-    from ..build import stage
+    from .. import build
 
-    stage.toolchain_versions(options.device)
+    build.toolchain_versions(options.device)
     with _lock:
         return len(_spares.get(host.gpu_index, []))
 

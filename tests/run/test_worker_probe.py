@@ -38,13 +38,13 @@ def test_without_nvml_the_card_comes_from_torch(monkeypatch, tmp_path):
 
 
 def test_a_worker_starts_its_judges_before_the_build_stage_imports_torch(monkeypatch):
-    from harness.build import stage
+    from harness import build
 
     order = []
     host = SimpleNamespace(gpu_index=0)
     monkeypatch.setattr(dask_worker, "_worker_host", lambda device, args: order.append("probe") or host)
     monkeypatch.setattr(dask_worker, "_start_spares", lambda options, h: order.append("judges"))
-    monkeypatch.setattr(stage, "toolchain_versions", lambda device: order.append(f"toolchain {device}"))
+    monkeypatch.setattr(build, "toolchain_versions", lambda device: order.append(f"toolchain {device}"))
     options = SimpleNamespace(device="cuda")
     dask_worker.start_judges(options, dask_worker.WorkerArgs(None), dask_worker.__version__)
     assert order == ["probe", "judges", "toolchain cuda"]
