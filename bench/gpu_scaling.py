@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -79,12 +80,45 @@ def run(problems: Path, solutions: Path, work: Path, name: str, *extra: str) -> 
     # among them) and the message that gives its flags' reasons (a flag that differs between runs says why here).
     tasks = {Path(r["solution_path"]).resolve().relative_to(solutions.resolve()).as_posix():
              {"gpu": r.get("gpu"), "seconds": r.get("seconds"), "phases": r.get("phase_seconds") or {},
-              "message": (r.get("message") or "")[:600]}
+              "message": (r.get("message") or "")[:600], "judge": judge_start(r.get("log_path"))}
              for r in data["results"]}
     return {"name": name, "args": list(extra), "wall_s": round(wall, 2), "verdicts": verdicts, "gpus": dict(gpus),
             "tasks": tasks,
             "phases": run_phases.summarize(data, wall), "device": data["run"]["device"], "first_line": first,
             "date": datetime.date.today().isoformat()}
+
+
+JUDGE_LINE = re.compile(r"this judge's start: imports done at ([\d.]+) s, (?:told it is next at ([\d.]+) s, "
+                        r"ready at ([\d.]+) s \([\d.]+ s\)|not told it is next), its spec read at ([\d.]+) s")
+
+
+def judge_start(log_path: str | None) -> dict | None:
+    """The task's judge's start, from the line it writes in the task's log (judge/main.py):
+    seconds from the judge's own start to its imports done, to being told it is next, to
+    its GPU context made, and to its spec; None where the task had no judge."""
+    try:
+        text = Path(log_path).read_text(errors="replace") if log_path else ""
+    except OSError:
+        return None
+    m = JUDGE_LINE.search(text)
+    if not m:
+        return None
+    names = ("imported", "told_next", "prepared", "spec")
+    return {k: float(v) for k, v in zip(names, m.groups()) if v is not None}
+
+
+def judge_waits(run: dict, over_s: float = 1.0) -> str:
+    """One line: the tasks whose spec waited more than `over_s` for its judge, and when
+    those judges were ready, from their own start."""
+    waited = [t for t in run["tasks"].values() if (t["phases"].get("judge_wait") or 0) > over_s]
+    if not waited:
+        return f"- {run['name']}: no task waited more than {over_s:g} s for its judge"
+    ready = sorted(t["judge"].get("prepared", t["judge"]["spec"]) for t in waited if t.get("judge"))
+    imported = sorted(t["judge"]["imported"] for t in waited if t.get("judge"))
+    said = (f"; their judges' imports done at {imported[0]:.1f}-{imported[-1]:.1f} s and ready at "
+            f"{ready[0]:.1f}-{ready[-1]:.1f} s from their start") if ready else ""
+    return (f"- {run['name']}: {len(waited)} tasks waited more than {over_s:g} s for their judge, "
+            f"{sum(t['phases']['judge_wait'] for t in waited):.1f} s in all{said}")
 
 
 def render(runs: list[dict], counts: list[int], command: str) -> str:
@@ -118,6 +152,8 @@ def render(runs: list[dict], counts: list[int], command: str) -> str:
                                   for k in differ]))
     lines += ["", "Where the time went (run phases, then the tasks' phases summed):", "",
               run_phases.render({r["name"]: r["phases"] for r in runs})]
+    lines += ["", "Waits for judges (each judge's start line in its task's log):", "",
+              *(judge_waits(r) for r in warm if r.get("tasks"))]
     return "\n".join(lines)
 
 

@@ -140,6 +140,32 @@ def test_gpu_scaling_set_has_twenty_candidates_one_exiting_after_its_build(tmp_p
     assert not (tmp_path / "solutions" / "models" / "level1" / "12_Tanh" / "wait_10us.py").exists()
 
 
+def test_gpu_scaling_reads_each_judges_start_from_its_task_log(tmp_path):
+    """bench/gpu_scaling.py reads the line the judge writes (judge/main.py) back into
+    seconds, both for a judge told it was next and for one that was not, and names the
+    tasks that waited for their judges."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_scaling
+    from harness.judge.main import _ages_line
+
+    told, untold = tmp_path / "told.log", tmp_path / "untold.log"
+    told.write_text("[kbench] build log\n[kbench] this judge's start: " +
+                    _ages_line({"imported": 5.38, "told_next": 14.48, "prepared": 17.82, "spec": 17.9}) + "\nmore\n")
+    untold.write_text("[kbench] this judge's start: " + _ages_line({"imported": 2.5, "spec": 2.61}) + "\n")
+    assert gpu_scaling.judge_start(str(told)) == {"imported": 5.38, "told_next": 14.48, "prepared": 17.82, "spec": 17.9}
+    assert gpu_scaling.judge_start(str(untold)) == {"imported": 2.5, "spec": 2.61}
+    assert gpu_scaling.judge_start(str(tmp_path / "none.log")) is None  # a build error: no judge, no log line
+    run = {"name": "4gpu-1", "tasks": {
+        "a.py": {"phases": {"judge_wait": 3.9}, "judge": gpu_scaling.judge_start(str(told))},
+        "b.py": {"phases": {"judge_wait": 0.2}, "judge": gpu_scaling.judge_start(str(untold))},
+        "c.py": {"phases": {}, "judge": None}}}
+    assert gpu_scaling.judge_waits(run) == ("- 4gpu-1: 1 tasks waited more than 1 s for their judge, 3.9 s in all; "
+                                            "their judges' imports done at 5.4-5.4 s and ready at 17.8-17.8 s from "
+                                            "their start")
+    run["tasks"]["a.py"]["phases"]["judge_wait"] = 0.5
+    assert gpu_scaling.judge_waits(run) == "- 4gpu-1: no task waited more than 1 s for its judge"
+
+
 def test_run_phases_reads_a_results_file(tmp_path):
     """bench/run_phases.py: the run's phases, the tasks' phases summed, what came after the reports."""
     sys.path.insert(0, str(ROOT / "bench"))
