@@ -88,14 +88,15 @@ def run(problems: Path, solutions: Path, work: Path, name: str, *extra: str) -> 
             "date": datetime.date.today().isoformat()}
 
 
-JUDGE_LINE = re.compile(r"this judge's start: imports done at ([\d.]+) s, (?:told it is next at ([\d.]+) s, "
+JUDGE_LINE = re.compile(r"this judge's start: (?:(forked from a template|exec), )?imports done at ([\d.]+) s, (?:told it is next at ([\d.]+) s, "
                         r"ready at ([\d.]+) s \([\d.]+ s\)|not told it is next), its spec read at ([\d.]+) s")
 
 
 def judge_start(log_path: str | None) -> dict | None:
     """The task's judge's start, from the line it writes in the task's log (judge/main.py):
     seconds from the judge's own start to its imports done, to being told it is next, to
-    its GPU context made, and to its spec; None where the task had no judge."""
+    its GPU context made, and to its spec, and whether it was forked from a template;
+    None where the task had no judge."""
     try:
         text = Path(log_path).read_text(errors="replace") if log_path else ""
     except OSError:
@@ -103,8 +104,9 @@ def judge_start(log_path: str | None) -> dict | None:
     m = JUDGE_LINE.search(text)
     if not m:
         return None
+    how, *times = m.groups()
     names = ("imported", "told_next", "prepared", "spec")
-    return {k: float(v) for k, v in zip(names, m.groups()) if v is not None}
+    return {**{k: float(v) for k, v in zip(names, times) if v is not None}, **({"forked": how.startswith("forked")} if how else {})}
 
 
 def judge_waits(run: dict, over_s: float = 1.0) -> str:

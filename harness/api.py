@@ -20,6 +20,7 @@ from typing import Iterable
 from .run import executors, work
 from .run.gpus import choose as choose_gpus
 from .records import Options, Source, TaskResult, TaskSpec, TimingConfig
+from .shared.isolate import end_templates
 
 _TIMING = {"time_budget": "budget_s", "timing_mode": "mode"}
 
@@ -124,12 +125,14 @@ class Session:
 
     def close(self) -> None:
         self.executor.close()
+        end_templates()
 
     def __enter__(self) -> "Session":
         return self
 
     def __exit__(self, *exc) -> None:
         self.executor.close(cancel=exc[0] is not None)
+        end_templates()
 
 
 def evaluate(problem_source: str, solution_source: str, *, device: str = "cuda", **options) -> TaskResult:

@@ -268,7 +268,7 @@ def _ages_line(ages: dict[str, float]) -> str:
     judge_wait says that the spec waited, not for what: on 4 H200s single tasks waited
     3-5 s for their judge where one GPU's waited none, and which part of a judge's start
     had grown was not known."""
-    parts = [f"imports done at {ages['imported']:.2f} s"]
+    parts = [f"{'forked from a template' if ages.get('forked') else 'exec'}, imports done at {ages['imported']:.2f} s"]
     if "told_next" in ages:
         parts.append(f"told it is next at {ages['told_next']:.2f} s, ready at {ages['prepared']:.2f} s "
                      f"({ages['prepared'] - ages['told_next']:.2f} s)")
@@ -278,9 +278,10 @@ def _ages_line(ages: dict[str, float]) -> str:
     return ", ".join(parts)
 
 
-def main(spawned: Spawned) -> None:
+def main(spawned: Spawned, forked: bool = False) -> None:
     """`spawned`: this judge's candidate process, started by __main__ before torch was
-    imported here, once this process was made undumpable and a subreaper."""
+    imported here (or forked by this judge, itself `forked` from a template:
+    template.py), once this process was made undumpable and a subreaper."""
     result_fd = int(sys.argv[1])
     out = os.fdopen(result_fd, "w", buffering=1)
 
@@ -290,7 +291,7 @@ def main(spawned: Spawned) -> None:
 
     remote = Remote(spawned=spawned)
     _settle_imports()
-    ages = {"imported": seconds_since_process_start()}
+    ages = {"imported": seconds_since_process_start(), "forked": forked}
     line = sys.stdin.readline().strip()
     while line == PREPARE_LINE:
         ages.setdefault("told_next", seconds_since_process_start())

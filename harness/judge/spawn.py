@@ -4,33 +4,50 @@ start its candidate before it imports torch itself.
 Both processes import torch (seconds each on a GPU host, more while builds run).
 Started one after the other, a judge started ahead was ready ~8 s after it was
 started, and on the H100 tasks of ~1.5 s waited for it ("handoff") even four
-judges ahead; started together, the two imports overlap.
+judges ahead; started together, the two imports overlap. A judge forked from a
+template (template.py) has torch imported already and forks its candidate
+instead (fork_candidate): no import at all.
 """
 from __future__ import annotations
 
 import os
+import runpy
 import socket
 import subprocess
 import sys
 import tempfile
+import traceback
 from dataclasses import dataclass
 
-from ..shared import sandbox
+from ..shared import forked, sandbox
 
 
 @dataclass
 class Spawned:
-    proc: subprocess.Popen
+    proc: subprocess.Popen | forked.ForkedProcess
     sock: socket.socket  # the judge's end of the channel
     scratch: str  # the only folder the candidate may write
+
+
+def protect() -> None:
+    """What a judge does to itself before its candidate exists: die with kbench, be
+    unreadable by the candidate, and inherit whatever the candidate orphans."""
+    sandbox.set_parent_death_signal(int(os.environ.get("KBENCH_PARENT_PID", os.getppid())))
+    sandbox.make_undumpable()  # the candidate runs as the same user: no ptrace, no /proc/<pid>/fd
+    sandbox.become_subreaper()  # whatever the candidate starts and orphans comes back here, to be killed
+    if os.environ.get("KBENCH_DEVICE") == "cpu":
+        sandbox.disable_huge_pages()  # both sides alike: the candidate inherits it (sandbox.py says why)
+
+
+def _candidate_env(scratch: str) -> dict[str, str]:
+    return {**sandbox.scratch_env(scratch), "KBENCH_JUDGE_PID": str(os.getpid())}
 
 
 def spawn_candidate() -> Spawned:
     """A candidate process started now, in its own session and scratch folder."""
     scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    env = dict(os.environ)
-    env.update(sandbox.scratch_env(scratch), KBENCH_JUDGE_PID=str(os.getpid()))
+    env = {**os.environ, **_candidate_env(scratch)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.candidate", str(theirs.fileno()), scratch],
         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd=scratch, env=env,
@@ -38,3 +55,54 @@ def spawn_candidate() -> Spawned:
     )
     theirs.close()
     return Spawned(proc, ours, scratch)
+
+
+def _as_if_started_with_env() -> None:
+    """What an exec'd process takes from its environment once, at its start, and a fork
+    inherits from its parent instead: tempfile's folder (the judge's mkdtemp cached
+    /tmp, which the sandbox does not let the candidate write: Triton's autotuner and
+    any mkstemp failed with PermissionError on an H100) and PYTHONDONTWRITEBYTECODE."""
+    import tempfile
+
+    tempfile.tempdir = None  # found again from TMPDIR at its next use
+    sys.dont_write_bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE", "") != ""
+
+
+def fork_candidate() -> Spawned:
+    """The candidate as a fork of this judge, made before the judge reads its spec, so
+    that it holds nothing of the task (the judge's memory then is the template's:
+    kbench's and torch's code). It keeps only its end of the channel and the log
+    (stdout, stderr): not the judge's stdin (the spec) nor its result pipe. It then
+    runs `python -m harness.candidate` as an exec'd one would, which confines it
+    before anything else; fork left it one thread, so the confinement covers every
+    thread it will have."""
+    scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    env = _candidate_env(scratch)  # here: it names this process, the judge
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()  # its own group: killed whole at the end of the task
+            ours.close()
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            fd = theirs.detach()
+            forked.close_fds_except(fd)
+            os.chdir(scratch)
+            os.environ.update(env)
+            _as_if_started_with_env()
+            sandbox.make_dumpable()  # undumpable came from the judge: the judge reads its memory (read.py)
+            sys.argv = ["-m", str(fd), scratch]
+            runpy.run_module("harness.candidate", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:  # noqa: BLE001 - said in the log, then the exit code says it
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    theirs.close()
+    return Spawned(forked.ForkedProcess(pid, ["fork", "harness.candidate"]), ours, scratch)

@@ -88,7 +88,7 @@ def start_worker(cfg: EvalConfig) -> Child:
     # Born off the lanes' cores: its import of torch (and its candidate's) must not slow
     # the task its lane times now; evaluate moves it onto the lane's when its task starts.
     with cores.spawning_on(cfg.spare_cpus):
-        return Child(["-m", "harness.judge"], env=env, result_pipe=True)
+        return Child(["-m", "harness.judge"], env=env, result_pipe=True, forkable=True)
 
 
 def prepare(child: Child) -> None:

@@ -29,7 +29,7 @@ from .early_judges import EarlyJudges
 from ..shared.cache_dir import default_cache_dir
 from ..report.gate import GatePolicy
 from ..shared import sandbox
-from ..shared.isolate import child_env
+from ..shared.isolate import child_env, end_templates
 from .clock import RunClock
 from .lock import LOCK_NAME, folder_lock
 from .usage import not_an_earlier_run
@@ -224,6 +224,7 @@ def run(cfg: RunConfig, reporter: Reporter) -> tuple[RunResults, Path]:
             return _run_locked(cfg, reporter, dev, found, out_dir, clock, early, split)
     finally:
         early.discard()  # those no lane took
+        end_templates()
         if early.dask is not None:
             early.dask.discard()  # a cluster the run did not take (it stopped before its tasks)
 

@@ -5,7 +5,9 @@ Runs in kbench's process, the build processes, the judge and the candidate alike
 - sandbox.py (ctypes only): Landlock and prctl confinement, called by every child
   that runs solution code before it imports anything else.
 - isolate.py: starting children (build, judge, probes) in their own process groups,
-  logs capped, deaths named; kbench's process and the judge.
+  logs capped, deaths named; kbench's process and the judge. templates.py: judges
+  forked from a template process (harness/judge/template.py) rather than exec'd;
+  forked.py: a forked child handled as a Popen (kbench's judges, a judge's candidate).
 - channel.py: the wire format between the judge and the candidate (messages,
   tensors lent through file descriptors). The only candidate-facing code the judge
   shares.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox
+from . import sandbox, templates
 
 LOG_HEAD_BYTES = 2 * 1024 * 1024  # what a log keeps from the start of the output
 LOG_TAIL_BYTES = 256 * 1024  # and from its end: the last lines often hold the error
@@ -151,27 +151,46 @@ class Child:
     the log, and waits at most `timeout` seconds from then."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
-                 result_pipe: bool = False):
+                 result_pipe: bool = False, forkable: bool = False):
+        """`forkable`: a judge (`-m harness.judge` with a result pipe), which a template
+        forks where one is ready (templates.py), else it is exec'd."""
         _become_reaper()
         self.results = _ResultPipe() if result_pipe else None
-        if self.results is not None:
-            args = [*args, str(self.results.write_fd)]
         with _spawn_lock:
-            self.proc = subprocess.Popen(
-                [sys.executable, *args],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
-                env=env,
-                cwd=cwd,
-                pass_fds=(self.results.write_fd,) if self.results is not None else (),
-            )
-            _live.add(self.proc)
+            proc = self._fork(env, cwd) if forkable and self.results is not None else None
+            if proc is None:
+                proc = subprocess.Popen(
+                    [sys.executable, *args, *([str(self.results.write_fd)] if self.results is not None else [])],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own process group: kill it whole, and Ctrl-C is ours to handle
+                    env=env,
+                    cwd=cwd,
+                    pass_fds=(self.results.write_fd,) if self.results is not None else (),
+                )
+                _live.add(proc)
+            self.proc = proc
         if self.results is not None:
             self.results.start()
         self.log = _CappedLog(self.proc.stdout)
         self.result_seen: float | None = None
+
+    def _fork(self, env: dict[str, str] | None, cwd: str | None):
+        """The judge forked by a template, with pipes made here as Popen would make
+        them; None where it must be exec'd."""
+        stdin_r, stdin_w = os.pipe()
+        out_r, out_w = os.pipe()
+        proc = templates.fork_judge(dict(os.environ if env is None else env), cwd,
+                                    (stdin_r, out_w, self.results.write_fd), _live.add)
+        os.close(stdin_r)
+        os.close(out_w)
+        if proc is None:
+            os.close(stdin_w)
+            os.close(out_r)
+            return None
+        proc.stdin, proc.stdout = os.fdopen(stdin_w, "wb"), os.fdopen(out_r, "rb")
+        return proc
 
     def tell(self, line: str) -> None:
         """One line on its stdin, ahead of the one `finish` sends."""
@@ -270,6 +289,12 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def end_templates() -> None:
+    """End the judge templates (templates.py): the run that used them is over."""
+    for proc in templates.close_all():
+        _live.discard(proc)
 
 
 def kill_all() -> None:

@@ -260,6 +260,12 @@ def make_undumpable() -> None:
     _prctl(_PR_SET_DUMPABLE, 0)
 
 
+def make_dumpable() -> None:
+    """Undo make_undumpable in a process forked from one that called it (the default
+    after exec): a forked candidate's judge reads its memory through /proc/<pid>/mem."""
+    _prctl(_PR_SET_DUMPABLE, 1)
+
+
 def disable_huge_pages() -> None:
     """No transparent huge pages for this process and the ones it starts (inherited, kept
     across exec): whether a process's heap gets them is luck of alignment, and the two

@@ -142,8 +142,8 @@ def test_gpu_scaling_set_has_twenty_candidates_one_exiting_after_its_build(tmp_p
 
 def test_gpu_scaling_reads_each_judges_start_from_its_task_log(tmp_path):
     """bench/gpu_scaling.py reads the line the judge writes (judge/main.py) back into
-    seconds, both for a judge told it was next and for one that was not, and names the
-    tasks that waited for their judges."""
+    seconds, both for a judge told it was next and for one that was not, exec'd or forked
+    from a template, and names the tasks that waited for their judges."""
     sys.path.insert(0, str(ROOT / "bench"))
     import gpu_scaling
     from harness.judge.main import _ages_line
@@ -151,9 +151,10 @@ def test_gpu_scaling_reads_each_judges_start_from_its_task_log(tmp_path):
     told, untold = tmp_path / "told.log", tmp_path / "untold.log"
     told.write_text("[kbench] build log\n[kbench] this judge's start: " +
                     _ages_line({"imported": 5.38, "told_next": 14.48, "prepared": 17.82, "spec": 17.9}) + "\nmore\n")
-    untold.write_text("[kbench] this judge's start: " + _ages_line({"imported": 2.5, "spec": 2.61}) + "\n")
-    assert gpu_scaling.judge_start(str(told)) == {"imported": 5.38, "told_next": 14.48, "prepared": 17.82, "spec": 17.9}
-    assert gpu_scaling.judge_start(str(untold)) == {"imported": 2.5, "spec": 2.61}
+    untold.write_text("[kbench] this judge's start: " + _ages_line({"imported": 0.01, "spec": 0.02, "forked": True}) + "\n")
+    assert gpu_scaling.judge_start(str(told)) == {"imported": 5.38, "told_next": 14.48, "prepared": 17.82, "spec": 17.9,
+                                                  "forked": False}
+    assert gpu_scaling.judge_start(str(untold)) == {"imported": 0.01, "spec": 0.02, "forked": True}
     assert gpu_scaling.judge_start(str(tmp_path / "none.log")) is None  # a build error: no judge, no log line
     run = {"name": "4gpu-1", "tasks": {
         "a.py": {"phases": {"judge_wait": 3.9}, "judge": gpu_scaling.judge_start(str(told))},

@@ -22,9 +22,11 @@ ESCAPES = [
     "13_forged_verdict/level1/2_Affine/stack_walk_result.py",
     "13_forged_verdict/level1/2_Affine/gc_result_path.py",
     "13_forged_verdict/level1/2_Affine/fd_overwrite.py",
+    "13_forged_verdict/level1/2_Affine/result_line_forge.py",
     "14_escape/level1/2_Affine/detached_rewrites_results.py",
     "14_escape/level1/2_Affine/new_session_sleeper.py",
     "14_escape/level1/2_Affine/double_fork_orphan.py",
+    "14_escape/level1/2_Affine/stops_judge_template.py",
     "22_cache_poisoning/level1/2_Affine/poison_victim_build.py",
     "23_write_outside/level1/2_Affine/home_and_tmp.py",
 ]
