@@ -10,6 +10,8 @@ Run as a child: python -m harness.build SPEC.json (__main__.py calls _child)
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -123,7 +125,12 @@ def build_all(
                 on_done(task, result, log)
 
     def one(key: str, rank: int = 0) -> None:
-        result, log, wants = _build_one(by_key[key][0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
+        with _key_lock(cfg.cache_dir, key):
+            done = _without_compiling(by_key[key][0], key, cfg, sources[key]) if cfg.use_cache else None
+            if done is not None:  # another kbench built it while this one waited
+                deliver(key, *done)
+                return
+            result, log, wants = _build_one(by_key[key][0], key, cfg, queue.max_jobs(slots), build_nice(rank, at_once))
         deliver(key, result, log)
         for want in wants:
             if "object" in want:
@@ -282,6 +289,19 @@ def make_pch(root: Path, want: dict, key: str, timeout: float) -> None:
     root.mkdir(parents=True, exist_ok=True)
     run_child(["-m", "harness.build.pch", str(root), json.dumps(want)], root / f"{key}.log", timeout,
               env=child_env(dict(os.environ)))
+
+
+@contextlib.contextmanager
+def _key_lock(cache_dir: Path, key: str):
+    """One build of a key at a time across kbench processes that share a cache (two runs,
+    or a run and a Session): a second build of the same key starts by removing the
+    folder the first one's build process was confined to, and that process then failed
+    with "Permission denied" on torch's lock in its own folder. The second waits, and
+    finds the build cached."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / f"{key}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def _without_compiling(task: Task, key: str, cfg: BuildConfig, source: bytes) -> tuple[BuildResult, str] | None:

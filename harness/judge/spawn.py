@@ -94,6 +94,7 @@ def fork_candidate() -> Spawned:
             _as_if_started_with_env()
             sandbox.make_dumpable()  # undumpable came from the judge: the judge reads its memory (read.py)
             sys.argv = ["-m", str(fd), scratch]
+            forked.set_command_line(sys.executable, "-m", "harness.candidate", str(fd), scratch)
             runpy.run_module("harness.candidate", run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as e:

@@ -29,6 +29,7 @@ same one but for CUDA_VISIBLE_DEVICES, which CUDA reads at its first use.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import json
 import os
@@ -73,36 +74,39 @@ def _cannot_fork() -> str | None:
 
 
 def _become_judge(req: dict, fds: list[int], sock: socket.socket, said: int) -> None:
-    """In the forked judge: its own group, its pid said on `said` (kbench learns it only
-    now, so a kill of its group cannot come before the group exists), the request's
-    descriptors, environment, folder and cores; then, once it is kbench's child, it
-    starts as `python -m harness.judge` does."""
+    """In the forked judge: its own group, the request's descriptors, environment and
+    folder; then, once it is kbench's child, it starts as `python -m harness.judge`
+    does, and says its pid on `said` once its candidate exists. kbench learns the pid
+    only then: a kill of its group cannot come before the group exists, and kbench's
+    move of the task's processes to their lane's cores (run/cores.py pin_tree) finds the
+    candidate already forked, not one that inherits the judge's cores mid-move. It was
+    born on the request's cores (_fork_judge)."""
     code = 1
     try:
         os.setsid()  # its own group: kbench kills it whole
-        os.write(said, str(os.getpid()).encode())
-        os.close(said)
+        said = fcntl.fcntl(said, fcntl.F_DUPFD, RESULT_FD + 1)  # above the numbers the dup2s below take
         stdin_fd, out_fd, result_fd = fds
         os.dup2(stdin_fd, 0)
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.dup2(result_fd, RESULT_FD)
         sock.detach()  # closed below with the rest; the object must not close a reused number later
-        forked.close_fds_except(RESULT_FD)
+        forked.close_fds_except(RESULT_FD, said)
         os.environ.clear()
         os.environ.update(req["env"])
         spawn._as_if_started_with_env()
         os.chdir(req["cwd"])
-        if req.get("cpus"):
-            os.sched_setaffinity(0, req["cpus"])
         parent, end = int(os.environ["KBENCH_PARENT_PID"]), time.monotonic() + REPARENT_S
         while os.getppid() != parent:  # the intermediate's exit hands it to kbench, the subreaper
             if time.monotonic() > end:
                 raise RuntimeError(f"not reparented to kbench ({parent}) within {REPARENT_S:.0f} s")
             time.sleep(0.0002)
         sys.argv = ["-m", str(RESULT_FD)]
+        forked.set_command_line(sys.executable, "-m", "harness.judge", str(RESULT_FD))
         spawn.protect()
         spawned = spawn.fork_candidate()
+        os.write(said, str(os.getpid()).encode())
+        os.close(said)
         from .main import main
 
         main(spawned, forked=True)  # ends the process itself
@@ -125,6 +129,8 @@ def _fork_judge(req: dict, fds: list[int], sock: socket.socket) -> int:
     if middle == 0:
         try:
             os.close(r)
+            if req.get("cpus"):  # the judge is born on them, as an exec'd one is: kbench moves it later (run/cores.py)
+                os.sched_setaffinity(0, req["cpus"])
             if os.fork() == 0:
                 _become_judge(req, fds, sock, w)
         finally:

@@ -51,10 +51,18 @@ class EvalConfig:
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
 
 
-def start_worker(cfg: EvalConfig) -> Child:
+# How long a judge needed at once (no judge was started ahead) waits for the run's
+# template to import torch, rather than be exec'd and import it twice (itself and its
+# candidate): an exec'd pair took ~1.9 s on the 2-core CI box, the template ~1.2-2 s.
+TEMPLATE_WAIT_S = 30.0
+
+
+def start_worker(cfg: EvalConfig, now: bool = False) -> Child:
     """A judge process (which starts its candidate process) that imports torch and
     the harness, then waits for its task's spec on stdin. Started ahead of its
-    task, so the seconds of `import torch` overlap the task before it."""
+    task, so the seconds of `import torch` overlap the task before it; or forked
+    from the run's template (harness/shared/templates.py), which a judge needed
+    `now` waits for."""
     env = child_env(dict(os.environ))
     env["PYTHONUNBUFFERED"] = "1"
     env["KBENCH_PARENT_PID"] = str(os.getpid())
@@ -88,7 +96,8 @@ def start_worker(cfg: EvalConfig) -> Child:
     # Born off the lanes' cores: its import of torch (and its candidate's) must not slow
     # the task its lane times now; evaluate moves it onto the lane's when its task starts.
     with cores.spawning_on(cfg.spare_cpus):
-        return Child(["-m", "harness.judge"], env=env, result_pipe=True, forkable=True)
+        return Child(["-m", "harness.judge"], env=env, result_pipe=True, forkable=True,
+                     template_wait_s=TEMPLATE_WAIT_S if now else 0.0)
 
 
 def prepare(child: Child) -> None:
@@ -154,7 +163,7 @@ def evaluate(
         "extensions_dir": built.ext_dir,
         "shape": shape,
     }
-    child = child or start_worker(cfg)
+    child = child or start_worker(cfg, now=True)
     if cfg.cpus:
         # The lane's own cores, for the judge and the candidate it started (and all their
         # threads), set here by kbench before the spec leaves: no solution code has run

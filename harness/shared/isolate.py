@@ -151,11 +151,16 @@ class Child:
     the log, and waits at most `timeout` seconds from then."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
-                 result_pipe: bool = False, forkable: bool = False):
+                 result_pipe: bool = False, forkable: bool = False, template_wait_s: float = 0.0):
         """`forkable`: a judge (`-m harness.judge` with a result pipe), which a template
-        forks where one is ready (templates.py), else it is exec'd."""
+        forks where one is ready (templates.py), else it is exec'd; `template_wait_s`: how
+        long a judge needed now waits for the template's imports rather than be exec'd."""
         _become_reaper()
         self.results = _ResultPipe() if result_pipe else None
+        if forkable and self.results is not None and template_wait_s > 0:
+            with _spawn_lock:
+                templates.start(dict(os.environ if env is None else env), _live.add)
+            templates.wait_ready(dict(os.environ if env is None else env), template_wait_s)
         with _spawn_lock:
             proc = self._fork(env, cwd) if forkable and self.results is not None else None
             if proc is None:

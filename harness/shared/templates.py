@@ -43,10 +43,10 @@ class Template:
         self.sock, self.ready, self.failed = ours, False, ""
         self.lock = threading.Lock()
 
-    def usable(self) -> bool:
-        """Ready now (its imports done), without waiting for it."""
+    def usable(self, wait_s: float = 0.0) -> bool:
+        """Ready (its imports done), waiting at most `wait_s` for it. Call with the lock held."""
         if not self.ready and not self.failed:
-            if select.select([self.sock], [], [], 0)[0]:
+            if select.select([self.sock], [], [], wait_s)[0]:  # its word, or its end
                 msg = self._answer(0.0)
                 self.ready = bool(msg.get("ready"))
                 if not self.ready:
@@ -54,6 +54,10 @@ class Template:
             elif self.proc.poll() is not None:
                 self._fail(f"ended with code {self.proc.returncode} while importing")
         return self.ready and not self.failed
+
+    def wait_ready(self, wait_s: float) -> None:
+        with self.lock:
+            self.usable(wait_s)
 
     def _answer(self, timeout: float) -> dict:
         if not select.select([self.sock], [], [], timeout)[0]:
@@ -71,7 +75,9 @@ class Template:
 
     def fork(self, env: dict[str, str], cwd: str, fds: tuple[int, int, int]) -> int | None:
         """A judge's pid, or None (this judge is to be exec'd)."""
-        with self.lock:
+        if not self.lock.acquire(blocking=False):  # a judge waits for its import: this one is exec'd
+            return None
+        try:
             if not self.usable():
                 return None
             req = {"env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0))}
@@ -85,6 +91,8 @@ class Template:
                 self._fail(answer.get("error") or "no pid")
                 return None
             return answer["pid"]
+        finally:
+            self.lock.release()
 
 
 _templates: dict[tuple, Template] = {}
@@ -96,21 +104,44 @@ def enabled() -> bool:
     return os.environ.get("KBENCH_FORK_JUDGES", "1") != "0"
 
 
-def fork_judge(env: dict[str, str], cwd: str | None, fds: tuple[int, int, int], register) -> ForkedProcess | None:
-    """A judge forked by the template for `env` (started now if there is none), with
-    `fds` as its stdin, stdout and result pipe; None where it must be exec'd.
-    `register(proc)` is called before this returns, under the caller's lock."""
+def _template(env: dict[str, str], register) -> Template | None:
+    """The template for `env`, started now (and `register`ed) if there is none."""
     if not enabled():
         return None
     key = _key(env)
     with _lock:
         template = _templates.get(key)
-        if template is None:
-            if len(_templates) >= MAX_TEMPLATES:
-                return None
+        if template is None and len(_templates) < MAX_TEMPLATES:
             template = _templates[key] = Template(env)
             register(template.proc)
-            return None  # it imports torch now; this judge does not wait for it
+        return template
+
+
+def start(env: dict[str, str], register) -> None:
+    """A template for `env`, if there is none (call with the caller's spawn lock held)."""
+    _template(env, register)
+
+
+def wait_ready(env: dict[str, str], wait_s: float) -> None:
+    """At most `wait_s` for the template of `env` to finish its imports, for a judge that
+    is needed now (its task waits for it): one import of torch, where an exec'd judge and
+    its candidate would do two. Not under the spawn lock: nothing else waits meanwhile."""
+    template = _templates.get(_key(env)) if enabled() else None
+    if template is not None:
+        template.wait_ready(wait_s)
+
+
+def fork_judge(env: dict[str, str], cwd: str | None, fds: tuple[int, int, int], register) -> ForkedProcess | None:
+    """A judge forked by the template for `env`, with `fds` as its stdin, stdout and
+    result pipe; None where it must be exec'd: the template was only started now (it
+    imports torch meanwhile, and a judge started ahead does not wait for it), is not
+    ready yet, or failed. `register(proc)` is called before this returns, under the
+    caller's lock."""
+    with _lock:
+        known = _key(env) in _templates
+    template = _template(env, register)
+    if template is None or not known:
+        return None
     pid = template.fork(env, cwd or os.getcwd(), fds)
     if pid is None:
         return None

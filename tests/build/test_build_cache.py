@@ -139,3 +139,43 @@ def test_builds_start_longest_first():
                "two_cpp": b"cpp_extension\nload_inline(cpp_sources=a)\nload_inline(cpp_sources=b)"}
     order = sorted(sources, key=lambda k: -build.build_cost(sources[k]))
     assert order == ["cuda", "two_cpp", "cpp", "torch"]
+
+
+def test_two_runs_on_one_cache_build_a_key_once(tmp_path, monkeypatch):
+    """Two kbench processes (here two threads, each its own open of the key's lock) that
+    build the same solution into one cache: the second waits for the first and finds the
+    build cached, rather than removing the folder the first's build process is confined
+    to (which then failed with "Permission denied" on torch's lock in its own folder)."""
+    import threading
+    import time
+
+    from harness.records import BuildResult
+
+    cfg = build.BuildConfig("cpu", "", tmp_path / "builds", jobs=1, timeout=120)
+    solution = tmp_path / "s.py"
+    solution.write_text("from torch.utils.cpp_extension import load_inline\n")
+    task = Task("level1/x", "s", "p.py", str(solution))
+    built, inside = set(), []
+
+    def fake_build(task, key, cfg, max_jobs=1, nice=10):
+        inside.append(1)
+        assert len(inside) == 1, "two builds of one key at once"
+        time.sleep(0.3)
+        built.add(key)
+        inside.pop()
+        return BuildResult(True, None, "", 0.3, False, str(cfg.cache_dir / key / "ext")), "built\n", []
+
+    def fake_cached(task, key, cfg, source):
+        return (BuildResult(True, None, "", 0.0, True, str(cfg.cache_dir / key / "ext")), "cached\n") if key in built else None
+
+    monkeypatch.setattr(build, "_build_one", fake_build)
+    monkeypatch.setattr(build, "_without_compiling", fake_cached)
+    monkeypatch.setattr(build, "toolchain_versions", lambda device="cuda": "v")
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(build.build_all([task], cfg))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 2 and len(built) == 1
+    assert sorted(r[task.key].cached for r in results) == [False, True]

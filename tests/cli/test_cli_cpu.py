@@ -239,15 +239,17 @@ def test_a_tasks_seconds_outside_the_judges_phases_are_accounted(full_run):
     """Per-task overhead includes the worker's seconds outside every phase of the
     judge; results name them (close, teardown, judge_wait, handoff) so a user can
     see where a slow task's overhead went, and together with the phases they make
-    up the worker's wall time. On the CPU no judge is started ahead: each task's
-    spec waits for its judge's start-up (judge_wait)."""
+    up the worker's wall time. On the CPU no judge is started ahead: each task's judge
+    is forked from the run's template as the task needs it (the first waits for the
+    template's imports before its spec leaves), so its spec hardly waits (judge_wait;
+    an exec'd judge's import of torch took ~1.9 s of it on the 2-core CI box)."""
     _, out = full_run
     judged = [r for r in json.loads((out / "results.json").read_text())["results"] if r["phase"] != "build"]
     assert judged
     for r in judged:
         phases = r["phase_seconds"]
         assert {"close", "teardown", "judge_wait", "handoff"} <= phases.keys() and min(phases.values()) >= 0
-        assert phases["judge_wait"] > 0, r["solution_path"]
+        assert phases["judge_wait"] < 1.0, r["solution_path"]
         spent = r["spent_seconds"]
         not_overhead = spent.get("inputs", 0.0) + spent.get("timing", 0.0)
         # Phases are rounded to milliseconds each: a few of them may add up a little over.

@@ -281,7 +281,7 @@ def test_judges_started_ahead_wait_on_the_rest_sized_for_their_lane(monkeypatch,
     born = []
 
     class FakeChild:
-        def __init__(self, args, env=None, result_pipe=False, forkable=False):
+        def __init__(self, args, env=None, result_pipe=False, **_):
             born.append((os.sched_getaffinity(0), env.get("OMP_NUM_THREADS")))
 
         def tell(self, line):

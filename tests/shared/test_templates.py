@@ -44,6 +44,15 @@ def _candidate_of(judge: int, timeout: float = 30.0) -> int:
     return sandbox.children(judge)[0]
 
 
+def _confined(pid: int, timeout: float = 30.0) -> None:
+    """Until the candidate has confined itself (no_new_privs, set by the sandbox), which it
+    does after closing what it inherited and before it imports any solution."""
+    end = time.monotonic() + timeout
+    while "NoNewPrivs:\t1" not in open(f"/proc/{pid}/status").read():
+        assert time.monotonic() < end, "the candidate did not confine itself"
+        time.sleep(0.01)
+
+
 def test_a_forked_judge_is_kbenchs_child_and_its_candidate_holds_only_its_channel(tmp_path):
     """The first judge is exec'd while the template imports torch; the next is forked,
     is kbench's own child (reparented from the template's intermediate), and its
@@ -62,6 +71,7 @@ def test_a_forked_judge_is_kbenchs_child_and_its_candidate_holds_only_its_channe
         assert os.getpgid(child.proc.pid) == child.proc.pid  # its own group: killed whole
         cand = _candidate_of(child.proc.pid)
         assert os.getpgid(cand) == cand
+        _confined(cand)  # what it holds once solution code could run in it
         fds = {int(n): os.readlink(f"/proc/{cand}/fd/{n}") for n in os.listdir(f"/proc/{cand}/fd")}
         assert fds[0] == "/dev/null"
         log_pipe = os.readlink(f"/proc/{child.proc.pid}/fd/1")
@@ -131,3 +141,14 @@ def test_a_judge_of_another_environment_gets_its_own_template(tmp_path):
     child.discard()
     assert len(templates._templates) == 2
     assert all(re.search("KBENCH_WRITABLE", str(k)) for k in templates._templates)
+
+
+def test_a_judge_needed_now_waits_for_the_template(tmp_path):
+    """A judge a task needs at once (none was started ahead: every task of a CPU run)
+    waits for the run's template to import torch, and is forked: one import, not two."""
+    spec, options, host = _cpu_task(tmp_path, "2_Hinge", "torch_ok.py")
+    built, _ = work.build_one(spec, host)
+    result = work.evaluate_built(spec, built, host, tmp_path / "task.log")
+    assert result.status is Status.OK, result.message
+    line = next(x for x in (tmp_path / "task.log").read_text().splitlines() if "this judge's start" in x)
+    assert "forked from a template" in line
