@@ -24,7 +24,8 @@ A request: one SOCK_SEQPACKET message, JSON {env, cwd, cpus}, carrying three
 descriptors: the judge's stdin (its spec), its stdout (the log) and its result
 pipe. The answer: {"pid": N}, the judge's pid, or {"error": why}. The judge
 takes the request's environment whole; the template was started with the
-same one but for CUDA_VISIBLE_DEVICES, which CUDA reads at its first use.
+same one but for CUDA_VISIBLE_DEVICES, which CUDA reads at its first use (and
+OPENBLAS_NUM_THREADS, read by numpy's BLAS as it loads).
 """
 from __future__ import annotations
 

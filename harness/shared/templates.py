@@ -2,11 +2,13 @@
 
 One template per environment a run's judges are started with, less
 CUDA_VISIBLE_DEVICES (a template serves every GPU of a host). It is started at
-the first judge asked for and imports torch meanwhile; judges asked for before
-it is ready, or after it failed, are exec'd as before, so a template never makes
-a judge wait. Only isolate.Child calls this module, with its spawn lock held: a
-judge is kbench's child from the moment its intermediate exits, and must be
-known (isolate._live) before a sweep could take it for an orphan.
+the first judge asked for and imports torch meanwhile. A judge started ahead of
+its task never waits for it: asked for before it is ready, or after it failed,
+it is exec'd as before. A judge a task needs at once waits for its imports
+(wait_ready), which take about what an exec'd judge's would. Only isolate.Child
+calls this module, with its spawn lock held while it forks: a judge is kbench's
+child from the moment its intermediate exits, and must be known (isolate._live)
+before a sweep could take it for an orphan.
 """
 from __future__ import annotations
 
