@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import traceback
 from dataclasses import dataclass
 
 from ..shared import forked, sandbox
@@ -57,7 +56,7 @@ def spawn_candidate() -> Spawned:
     return Spawned(proc, ours, scratch)
 
 
-def _as_if_started_with_env() -> None:
+def as_if_started_with_env() -> None:
     """What an exec'd process takes from its environment once, at its start, and a fork
     inherits from its parent instead: tempfile's folder (the judge's mkdtemp cached
     /tmp, which the sandbox does not let the candidate write: Triton's autotuner and
@@ -81,8 +80,7 @@ def fork_candidate() -> Spawned:
     env = _candidate_env(scratch)  # here: it names this process, the judge
     pid = os.fork()
     if pid == 0:
-        code = 1
-        try:
+        def become() -> None:
             os.setsid()  # its own group: killed whole at the end of the task
             ours.close()
             null = os.open(os.devnull, os.O_RDONLY)
@@ -91,19 +89,12 @@ def fork_candidate() -> Spawned:
             forked.close_fds_except(fd)
             os.chdir(scratch)
             os.environ.update(env)
-            _as_if_started_with_env()
+            as_if_started_with_env()
             sandbox.make_dumpable()  # undumpable came from the judge: the judge reads its memory (read.py)
             sys.argv = ["-m", str(fd), scratch]
             forked.set_command_line(sys.executable, "-m", "harness.candidate", str(fd), scratch)
             runpy.run_module("harness.candidate", run_name="__main__", alter_sys=True)
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:  # noqa: BLE001 - said in the log, then the exit code says it
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+
+        forked.run_then_exit(become)
     theirs.close()
     return Spawned(forked.ForkedProcess(pid, ["fork", "harness.candidate"]), ours, scratch)

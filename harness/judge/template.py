@@ -37,7 +37,8 @@ import os
 import socket
 import sys
 import time
-import traceback
+
+from typing import NoReturn
 
 from ..shared import forked, sandbox
 from . import spawn
@@ -74,7 +75,7 @@ def _cannot_fork() -> str | None:
     return None
 
 
-def _become_judge(req: dict, fds: list[int], sock: socket.socket, said: int) -> None:
+def _become_judge(req: dict, fds: list[int], sock: socket.socket, said: int) -> NoReturn:
     """In the forked judge: its own group, the request's descriptors, environment and
     folder; then, once it is kbench's child, it starts as `python -m harness.judge`
     does, and says its pid on `said` once its candidate exists. kbench learns the pid
@@ -82,20 +83,19 @@ def _become_judge(req: dict, fds: list[int], sock: socket.socket, said: int) -> 
     move of the task's processes to their lane's cores (run/cores.py pin_tree) finds the
     candidate already forked, not one that inherits the judge's cores mid-move. It was
     born on the request's cores (_fork_judge)."""
-    code = 1
-    try:
+    def become() -> None:
         os.setsid()  # its own group: kbench kills it whole
-        said = fcntl.fcntl(said, fcntl.F_DUPFD, RESULT_FD + 1)  # above the numbers the dup2s below take
+        said_fd = fcntl.fcntl(said, fcntl.F_DUPFD, RESULT_FD + 1)  # above the numbers the dup2s below take
         stdin_fd, out_fd, result_fd = fds
         os.dup2(stdin_fd, 0)
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.dup2(result_fd, RESULT_FD)
         sock.detach()  # closed below with the rest; the object must not close a reused number later
-        forked.close_fds_except(RESULT_FD, said)
+        forked.close_fds_except(RESULT_FD, said_fd)
         os.environ.clear()
         os.environ.update(req["env"])
-        spawn._as_if_started_with_env()
+        spawn.as_if_started_with_env()
         os.chdir(req["cwd"])
         parent, end = int(os.environ["KBENCH_PARENT_PID"]), time.monotonic() + REPARENT_S
         while os.getppid() != parent:  # the intermediate's exit hands it to kbench, the subreaper
@@ -106,20 +106,13 @@ def _become_judge(req: dict, fds: list[int], sock: socket.socket, said: int) -> 
         forked.set_command_line(sys.executable, "-m", "harness.judge", str(RESULT_FD))
         spawn.protect()
         spawned = spawn.fork_candidate()
-        os.write(said, str(os.getpid()).encode())
-        os.close(said)
+        os.write(said_fd, str(os.getpid()).encode())
+        os.close(said_fd)
         from .main import main
 
         main(spawned, forked=True)  # ends the process itself
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except BaseException:  # noqa: BLE001 - in the task's log; kbench names the exit
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+
+    forked.run_then_exit(become)
 
 
 def _fork_judge(req: dict, fds: list[int], sock: socket.socket) -> int:

@@ -12,8 +12,11 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
+import traceback
+from typing import Callable, NoReturn
 
 # The code of a child that was reaped by someone else: its real code is lost.
 REAPED_ELSEWHERE = 255
@@ -70,6 +73,24 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def run_then_exit(body: Callable[[], None]) -> NoReturn:
+    """The rest of a forked child's life: `body`, then _exit with its code (SystemExit's,
+    0 on return, 1 on any other exception, whose traceback goes to the log). Never the
+    parent's interpreter teardown, atexit hooks or finally blocks up its stack."""
+    code = 1
+    try:
+        body()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - said in the log; the exit code says the rest
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def close_fds_except(*keep: int) -> None:

@@ -157,12 +157,14 @@ class Child:
         long a judge needed now waits for the template's imports rather than be exec'd."""
         _become_reaper()
         self.results = _ResultPipe() if result_pipe else None
-        if forkable and self.results is not None and template_wait_s > 0:
+        forking = forkable and self.results is not None
+        judge_env = dict(os.environ if env is None else env) if forking else {}
+        if forking and template_wait_s > 0:
             with _spawn_lock:
-                templates.start(dict(os.environ if env is None else env), _live.add)
-            templates.wait_ready(dict(os.environ if env is None else env), template_wait_s)
+                templates.start(judge_env, _live.add)
+            templates.wait_ready(judge_env, template_wait_s)
         with _spawn_lock:
-            proc = self._fork(env, cwd) if forkable and self.results is not None else None
+            proc = self._fork(judge_env, cwd) if forking else None
             if proc is None:
                 proc = subprocess.Popen(
                     [sys.executable, *args, *([str(self.results.write_fd)] if self.results is not None else [])],
@@ -181,13 +183,12 @@ class Child:
         self.log = _CappedLog(self.proc.stdout)
         self.result_seen: float | None = None
 
-    def _fork(self, env: dict[str, str] | None, cwd: str | None):
+    def _fork(self, env: dict[str, str], cwd: str | None):
         """The judge forked by a template, with pipes made here as Popen would make
         them; None where it must be exec'd."""
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
-        proc = templates.fork_judge(dict(os.environ if env is None else env), cwd,
-                                    (stdin_r, out_w, self.results.write_fd), _live.add)
+        proc = templates.fork_judge(env, cwd, (stdin_r, out_w, self.results.write_fd), _live.add)
         os.close(stdin_r)
         os.close(out_w)
         if proc is None:

@@ -106,17 +106,19 @@ def enabled() -> bool:
     return os.environ.get("KBENCH_FORK_JUDGES", "1") != "0"
 
 
-def _template(env: dict[str, str], register) -> Template | None:
-    """The template for `env`, started now (and `register`ed) if there is none."""
+def _template(env: dict[str, str], register) -> tuple[Template | None, bool]:
+    """The template for `env`, and whether it was started (and `register`ed) just now,
+    there being none."""
     if not enabled():
-        return None
+        return None, False
     key = _key(env)
     with _lock:
         template = _templates.get(key)
         if template is None and len(_templates) < MAX_TEMPLATES:
             template = _templates[key] = Template(env)
             register(template.proc)
-        return template
+            return template, True
+        return template, False
 
 
 def start(env: dict[str, str], register) -> None:
@@ -139,10 +141,8 @@ def fork_judge(env: dict[str, str], cwd: str | None, fds: tuple[int, int, int], 
     imports torch meanwhile, and a judge started ahead does not wait for it), is not
     ready yet, or failed. `register(proc)` is called before this returns, under the
     caller's lock."""
-    with _lock:
-        known = _key(env) in _templates
-    template = _template(env, register)
-    if template is None or not known:
+    template, started = _template(env, register)
+    if template is None or started:
         return None
     pid = template.fork(env, cwd or os.getcwd(), fds)
     if pid is None:
