@@ -7,7 +7,8 @@ CPU-s of a model-style build with the precompiled header (37 s without). A build
 process runs solution code, so it may read the store, never write it (issue 31: a store
 every build writes is one any build can poison). So:
 
-- In a build process, `c++` is shim.py (its folder, made here, is first on PATH): a hit
+- In a build process, torch's C++ compiler (`c++`, or CXX's) is shim.py (its folder, made
+  here, is first on PATH, and CXX names it where CXX was set): a hit
   is copied into the build, a miss compiles as before and leaves a note.
 - After the build, kbench's parent reads the notes (untrusted data). The first miss on a
   key is remembered; the second schedules publish() in a process of its own, which
@@ -66,23 +67,47 @@ def shim_folder(store: Path, role: str) -> Path | None:
     return folder
 
 
+def host_cxx(env: dict) -> str | None:
+    """The C++ compiler torch runs in a build with this environment: CXX's where it names
+    one (conda and many images set it: CXX=/opt/gcc/bin/g++ on the device machines, where
+    a stand-in only for `c++` on PATH left every build without the store), else `c++`;
+    found on PATH as a program. None where CXX is a command line (ccache g++: what it
+    runs is not one compiler) or nothing is found."""
+    named = (env.get("CXX") or "").strip() or "c++"
+    if any(c.isspace() for c in named):
+        return None
+    return shutil.which(named, path=env.get("PATH"))
+
+
 def build_env(store: Path, scratch: Path, env: dict) -> dict:
-    """What a build process's environment gains: the stand-ins first on PATH (c++ where
-    torch would run `c++`, i.e. CXX unset; gcc, nvcc's host compiler), the compilers
-    they stand for, the store, and where notes of misses go. Nothing for a compiler
-    that is not found."""
+    """What a build process's environment gains: the stand-ins (c++ for torch's C++
+    compiler, host_cxx: first on PATH, and CXX where the environment named one; gcc,
+    nvcc's host compiler, first on PATH), the compilers they stand for, the store, and
+    where notes of misses go. Nothing for a compiler that is not found."""
     found = {}
     for role, variable in (("c++", "KBENCH_REAL_CXX"), ("gcc", "KBENCH_REAL_GCC")):
-        real = shutil.which(role, path=env.get("PATH"))
-        if real and not (role == "c++" and env.get("CXX")):
+        real = host_cxx(env) if role == "c++" else shutil.which(role, path=env.get("PATH"))
+        if real and _is_stand_in(real, store):
+            real = None  # an outer kbench's stand-in: standing for it would run this one again
+        if real:
             folder = shim_folder(store, role)
             if folder is not None:
                 found[variable] = (real, folder)
     if not found:
         return {}
     path = os.pathsep.join([*(str(folder) for _, folder in found.values()), env.get("PATH", "")])
-    return {"PATH": path, **{v: real for v, (real, _) in found.items()}, "KBENCH_OBJECTS_DIR": str(store),
-            "KBENCH_OBJECT_WANTS": str(scratch / WANTS), "KBENCH_NVCC_HOST_WANTS": str(scratch / HOST_WANTS)}
+    out = {"PATH": path, **{v: real for v, (real, _) in found.items()}, "KBENCH_OBJECTS_DIR": str(store),
+           "KBENCH_OBJECT_WANTS": str(scratch / WANTS), "KBENCH_NVCC_HOST_WANTS": str(scratch / HOST_WANTS)}
+    if "KBENCH_REAL_CXX" in found and (env.get("CXX") or "").strip():
+        out["CXX"] = str(found["KBENCH_REAL_CXX"][1] / "c++")  # torch runs CXX, not `c++`, where it is set
+    return out
+
+
+def _is_stand_in(program: str, store: Path) -> bool:
+    try:
+        return Path(program).resolve().is_relative_to((store / "bin").resolve())
+    except OSError:
+        return False
 
 
 # ---- the parent's side: which misses to compile ------------------------------------
@@ -207,7 +232,7 @@ def publish(store: Path, want: dict, pch_root: Path | None = None, timeout: floa
     # one from the note's source, flags and environment; before that nothing is marked, or
     # a forged note could mark a victim's key unusable.
     compile_ = shim.parse(want["args"])
-    compiler = shutil.which("c++")
+    compiler = host_cxx(dict(os.environ))  # kbench's own environment's compiler, never the note's
     source = sandbox.read_written(want["source"], limit=MAX_SOURCE)
     if compile_ is None or compiler is None or source is None or set(want["env"]) - set(shim.GCC_ENV):
         return "skipped: not torch's compile form of a source kbench can read"

@@ -207,10 +207,40 @@ def test_a_key_is_published_at_its_second_miss_and_then_never_again(tmp_path, mo
     assert build.objects_folder(cfg) is None
 
 
-def test_no_stand_in_where_torch_would_not_run_cpp_or_no_compiler_is_found(tmp_path):
-    env = objects.build_env(tmp_path / "objects", tmp_path, {**os.environ, "CXX": "clang++"})
+def test_no_stand_in_where_cxx_is_a_command_line_or_no_compiler_is_found(tmp_path):
+    env = objects.build_env(tmp_path / "objects", tmp_path, {**os.environ, "CXX": "ccache g++"})
     assert "KBENCH_REAL_CXX" not in env and str(tmp_path / "objects" / "bin" / "cxx") not in env.get("PATH", "")
+    assert "CXX" not in env
     assert objects.build_env(tmp_path / "objects", tmp_path, {**os.environ, "PATH": str(tmp_path)}) == {}
+
+
+def test_where_cxx_names_the_compiler_the_stand_in_takes_its_place(tmp_path):
+    """conda and many images set CXX (CXX=/opt/gcc/bin/g++ on the device machines), and torch
+    then runs CXX, not `c++`: the stand-in must be what CXX names, or no build reaches the
+    store. A C++ build there leaves its note, and after kbench publishes the object the next
+    build with the same file copies it; kbench's publisher compiles with CXX's compiler too."""
+    real = shutil.which("c++")
+    store, extra = tmp_path / "objects", {"CXX": real}
+    env = objects.build_env(store, tmp_path, {**os.environ, **extra})
+    assert env["KBENCH_REAL_CXX"] == real and env["CXX"] == str(store / "bin" / "cxx" / "c++")
+    a, b = build_folder(tmp_path, "a", SOURCE), build_folder(tmp_path, "b", SOURCE)
+    for folder in (a, b):
+        env = {**os.environ, **extra}
+        env.update(objects.build_env(store, folder.parent.parent / "tmp", env))
+        done = subprocess.run([env["CXX"], *torch_args(folder / "main.cpp")], cwd=folder, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        if folder == a:
+            assert objects.publish(store, want_of(a)).startswith("published")
+    assert "reused from" in done.stderr, done.stderr
+    assert (b / "main.o").read_bytes() == (a / "main.o").read_bytes()
+
+
+def test_an_outer_stand_in_is_never_stood_for(tmp_path):
+    store = tmp_path / "objects"
+    first = objects.build_env(store, tmp_path, {**os.environ, "CXX": shutil.which("c++")})
+    again = objects.build_env(store, tmp_path, {**os.environ, "CXX": first["CXX"]})
+    assert "KBENCH_REAL_CXX" not in again
 
 
 # ---- end to end with torch's real header, in the build sandbox (slow) ----------------
