@@ -1,11 +1,14 @@
 """Whether a GPU can take the next task after one that crashed, hung or raised.
 
-A fresh process must allocate and compute on it: a task's broken CUDA context
-dies with its processes, but a fault can leave the device itself unusable, and
-the next task must not be judged on it. The process is started ahead, per GPU,
-and waits with torch imported and no CUDA context: on an H100 host `import
-torch` took seconds of a check that otherwise takes well under one, and a cold
-run's lane paid it after every hang and crash.
+A fresh process must make a context on it, write, copy and read back its memory:
+a task's broken CUDA context dies with its processes, but a fault can leave the
+device itself unusable, and the next task must not be judged on it. The probe
+calls the driver itself (libcuda through ctypes), not torch: with torch it
+started in 3.5 s on an H200 host (its import), so the check after a second
+failure within seconds of the first, its successor still importing, took 3.6 s
+where a ready one took 0.7 s (a warm 20-task run, 2026-11-28); most model-written
+candidates fail, often back to back. It is still started ahead, per GPU, and
+waits for its line with no context made.
 """
 from __future__ import annotations
 
@@ -19,13 +22,30 @@ from .gpus import visible_device
 from ..shared.isolate import Child
 from ..records import Status, TaskResult
 
-# It waits for one line, then makes its context and computes. A fresh interpreter
-# each time: only a context made after the fault says whether the device is sound.
-_PROBE = (
-    "import sys, torch\nif not sys.stdin.readline(): sys.exit(3)  # kbench went away: make no context\n"
-    "x = torch.ones(1 << 20, device='cuda'); "
-    "assert float(x.sum()) == float(1 << 20); torch.cuda.synchronize()"
-)
+# It waits for one line, then makes its context (the device's primary one: the same call
+# on every driver version), fills 4 MB with a pattern, copies it on the device and back,
+# and checks every word. A fresh interpreter each time: only a context made after the
+# fault says whether the device is sound. Exit codes: 3 kbench went away (no context
+# made), 4 the words differ, 10 + n the n-th driver call failed.
+_PROBE = """import ctypes, sys
+if not sys.stdin.readline(): sys.exit(3)  # kbench went away: make no context
+cu = ctypes.CDLL("libcuda.so.1")
+step = 0
+def ok(status):
+    global step
+    step += 1
+    if status != 0:
+        sys.exit(10 + step)
+n, word = 1 << 20, 0x3F800000
+dev, ctx, a, b = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_uint64()
+ok(cu.cuInit(0)); ok(cu.cuDeviceGet(ctypes.byref(dev), 0))
+ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)); ok(cu.cuCtxSetCurrent(ctx))
+ok(cu.cuMemAlloc_v2(ctypes.byref(a), 4 * n)); ok(cu.cuMemAlloc_v2(ctypes.byref(b), 4 * n))
+ok(cu.cuMemsetD32_v2(a, word, n)); ok(cu.cuMemcpyDtoD_v2(b, a, 4 * n))
+host = (ctypes.c_uint32 * n)()
+ok(cu.cuMemcpyDtoH_v2(host, b, 4 * n)); ok(cu.cuCtxSynchronize())
+sys.exit(0 if host[:].count(word) == n else 4)
+"""
 _ready: dict[int | None, Child] = {}
 _lock = threading.Lock()
 

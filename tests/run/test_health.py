@@ -1,6 +1,7 @@
 """The GPU check after a task that crashed, hung or raised (harness/run/health.py):
-its process is started ahead with torch imported, so the check costs a CUDA
-context, not an interpreter start; what it runs is swapped here for a CPU probe."""
+its process is started ahead, so the check costs a CUDA context, not an interpreter
+start; what it runs is swapped here for a CPU probe, but for the real probe's own tests."""
+import sys
 import time
 
 import pytest
@@ -51,3 +52,39 @@ def test_a_check_whose_kbench_went_away_touches_no_device(cpu_probe):
     child.proc.stdin.close()
     assert child.proc.wait(timeout=60) == 3 and not cpu_probe.exists()
     child.discard()
+
+
+def _has_driver() -> bool:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(_has_driver(), reason="this host has a CUDA driver")
+def test_without_a_driver_the_real_probe_says_not_healthy(monkeypatch):
+    monkeypatch.setattr(health.time, "sleep", lambda s: None)
+    assert health.healthy(None, timeout=60) is False
+
+
+def test_the_real_probe_starts_without_torch():
+    """Its start is an interpreter's, not torch's import (3.5 s on an H200 host): a second
+    failure right after a first found its successor still importing."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", health._PROBE], input="", text=True,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 3  # no line: kbench went away, no context made
+    assert "torch" not in done.stderr, done.stderr[-500:]
+
+
+@pytest.mark.gpu
+def test_the_real_probe_finds_a_sound_gpu_healthy():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    assert health.healthy(None, timeout=60) is True
