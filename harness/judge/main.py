@@ -29,6 +29,7 @@ from .remote import Remote
 from .spawn import Spawned
 from .task import Judge, ProblemFailed, TaskFailed
 from .timing import PairResult, Side, Timer, empty_batches
+from . import triton_cache
 
 BELOW_FLOOR_FRACTION = 0.9  # faster than 90% of the time to read the inputs from HBM cannot be real
 NOISY_REL_CI = 0.05  # speedup interval half-width over 5% of the speedup
@@ -307,6 +308,7 @@ def main(spawned: Spawned, forked: bool = False) -> None:
     spec = json.loads(line)
     if spec.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
+    triton_cache.seed(spec.get("triton_cache"), remote.scratch)  # before the candidate imports the solution
     t0 = time.monotonic()
     try:
         result = run(spec, remote, emit)
@@ -321,6 +323,8 @@ def main(spawned: Spawned, forked: bool = False) -> None:
         # context teardowns one after the other (0.1-0.2 s each on an H100).
         t1 = time.monotonic()
         remote.kill()
+    if result.get("status") == "ok":
+        triton_cache.keep(spec.get("triton_cache"), remote.scratch)
     result["close_seconds"] = round(time.monotonic() - t1, 3)
     sys.stdout.flush()
     sys.stderr.flush()

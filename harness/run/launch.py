@@ -6,6 +6,7 @@ solution could find and write.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -100,6 +101,19 @@ def start_worker(cfg: EvalConfig, now: bool = False) -> Child:
                      template_wait_s=TEMPLATE_WAIT_S if now else 0.0)
 
 
+def _triton_entry(task: Task, cfg: EvalConfig) -> str | None:
+    """Where this solution's Triton kernels are kept between tasks (judge/triton_cache.py):
+    one entry per solution text and GPU architecture, beside the build cache, which no
+    build or candidate may write. None on the CPU or without a build cache."""
+    if cfg.device != "cuda" or not cfg.builds_dir:
+        return None
+    try:
+        digest = hashlib.sha256(Path(task.solution_path).read_bytes()).hexdigest()[:32]
+    except OSError:
+        return None
+    return str(Path(cfg.builds_dir).parent / "triton" / f"{digest}-sm{cfg.arch.replace('.', '') or 'any'}")
+
+
 def prepare(child: Child) -> None:
     """Tell a judge started ahead that it is next: it makes its GPU context and
     clocks (and has its candidate do the same) before its task arrives. Only the
@@ -162,6 +176,7 @@ def evaluate(
         "precision": opts.precision,
         "extensions_dir": built.ext_dir,
         "shape": shape,
+        "triton_cache": _triton_entry(task, cfg),
     }
     child = child or start_worker(cfg, now=True)
     if cfg.cpus:
