@@ -192,17 +192,19 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         (folder / "solution.py").write_text(text)
-        gen = subprocess.run([sys.executable, "-c", _WRITE_NINJA, str(folder / "solution.py")], capture_output=True,
-                             text=True, env={**env, "TORCH_EXTENSIONS_DIR": str(folder / "ext")})
-        if gen.returncode != 0:
-            raise SystemExit(f"{name}: could not write build.ninja:\n{gen.stderr[-2000:]}")
-        build_dir = Path(gen.stdout.strip().splitlines()[-1])
-        row = {"source": name}
         step_env = env
         if a.mode == "objects":
             from harness.build import objects
 
             step_env = {**env, **objects.build_env(work / "cache" / "objects", folder / "tmp", env)}
+        # torch writes CXX and CC (as -ccbin) into build.ninja: the stand-ins' where those are set,
+        # as in a build process of kbench's
+        gen = subprocess.run([sys.executable, "-c", _WRITE_NINJA, str(folder / "solution.py")], capture_output=True,
+                             text=True, env={**step_env, "TORCH_EXTENSIONS_DIR": str(folder / "ext")})
+        if gen.returncode != 0:
+            raise SystemExit(f"{name}: could not write build.ninja:\n{gen.stderr[-2000:]}")
+        build_dir = Path(gen.stdout.strip().splitlines()[-1])
+        row = {"source": name}
         for target in a.targets.split(","):
             if target == "cuda.cuda.o" and a.phases:
                 steps = nvcc_phases(build_dir, step_env)

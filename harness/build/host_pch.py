@@ -81,11 +81,13 @@ def should_make(store: Path, key: str) -> bool:
 _SHELL_SAFE = re.compile(r"[^$`\"\\!\n]*")
 
 
-def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | None:
+def _checked_nvcc(argv: list[str], torch_includes: list[str], stand_in: str | None = None) -> list[str] | None:
     """nvcc's flags of a build's command (input and output dropped) when every one is on
     the list: torch's own (-D, -isystem of torch's folders exactly as torch names them,
     -gencode, --compiler-options with pch.py's flags) and common device flags; else None.
-    A folder that only resolves to torch's (`TORCH/x/..`) may hold anything in x."""
+    A folder that only resolves to torch's (`TORCH/x/..`) may hold anything in x.
+    `-ccbin` only as torch passes CC where CC is set, which in a build is kbench's gcc
+    stand-in (`stand_in`): dropped, kbench's own CC runs instead (_host_compiler)."""
     from . import pch
 
     if not all(_SHELL_SAFE.fullmatch(a) for a in argv[1:]):
@@ -94,7 +96,7 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str]) -> list[str] | Non
     while i < len(argv):
         a = argv[i]
         value = argv[i + 1] if i + 1 < len(argv) else None
-        if a in ("-c", "-o"):
+        if a in ("-c", "-o") or (a == "-ccbin" and stand_in is not None and value == stand_in):
             i += 2
             continue
         if a == "-isystem" and value in torch_includes:
@@ -130,10 +132,11 @@ def kbench_nvcc() -> str | None:
 
 def make(store: Path, want: dict, pch_root: Path | None = None, timeout: float = 900.0) -> str:
     """Make, check and publish the prefix for a build's nvcc command; returns what happened."""
-    from .objects import _checked_env, _torch_includes
+    from .objects import _checked_env, _torch_includes, stand_in
 
     nvcc = kbench_nvcc()
-    flags = _checked_nvcc(want["nvcc"], _torch_includes()) if nvcc and want["nvcc"] else None
+    flags = _checked_nvcc(want["nvcc"], _torch_includes(), str(stand_in(store, "gcc"))) \
+        if nvcc and want["nvcc"] else None
     env = _checked_env(want["env"], pch_root)
     if flags is None or env is None:
         # Not marked unusable: the key is the note's word until nvcc lists the same compile.
@@ -164,20 +167,20 @@ def _make(folder: Path, key: str, nvcc: str, flags: list[str], env: dict, tmp: P
     source = tmp / "cuda.cu"
     source.write_text(SOURCE)
     t0 = time.monotonic()
-    dry = subprocess.run([nvcc, "--dryrun", "-keep", "--keep-dir", str(tmp), *flags, "-c", str(source), "-o",
+    gcc, ccbin = _host_compiler()
+    dry = subprocess.run([nvcc, "--dryrun", "-keep", "--keep-dir", str(tmp), *ccbin, *flags, "-c", str(source), "-o",
                           str(tmp / "cuda.o")], cwd=tmp, env=gcc_env, capture_output=True, text=True, timeout=timeout)
     lines = [ln[3:] for ln in dry.stderr.splitlines() if ln.startswith("#$ ")]
     setup = [ln for ln in lines if re.match(r"^[A-Za-z_]+=", ln)]
     prelude = "\n".join(f"export {ln}" if not ln.startswith("_") else ln for ln in setup)
     steps = [ln for ln in lines if ln not in setup]
-    host_pp = next((ln for ln in steps if ln.startswith("gcc ") and " -E " in ln and "cpp4.ii" in ln), None)
+    host_pp = next((ln for ln in steps if _GCC_STEP.match(ln) and " -E " in ln and "cpp4.ii" in ln), None)
     cudafe = next((ln for ln in steps if ln.startswith("cudafe++ ")), None)
-    compile_ = next((ln for ln in reversed(steps) if ln.startswith("gcc ") and shim.HOST_SUFFIX in ln), None)
+    compile_ = next((ln for ln in reversed(steps) if _GCC_STEP.match(ln) and shim.HOST_SUFFIX in ln), None)
     if dry.returncode != 0 or not (host_pp and cudafe and compile_):
         return "skipped: nvcc --dryrun did not list its host steps"  # the key not yet checked: no mark
     host_args = shlex.split(compile_)[1:]
     parsed = shim.parse_host(host_args)
-    gcc = shutil.which("gcc", path=gcc_env.get("PATH"))
     if parsed is None or gcc is None or shim.host_key(shim.describe(gcc), parsed[1], gcc_env) != key:
         return "skipped: the build's host compile is not the one nvcc lists here"
     for step in (host_pp, cudafe):
@@ -224,6 +227,19 @@ def _make(folder: Path, key: str, nvcc: str, flags: list[str], env: dict, tmp: P
     final.parent.mkdir(exist_ok=True)
     os.rename(entry, final)  # atomic: the stand-in sees the whole entry or none
     return f"made in {seconds:.1f} s: {final} ({len(prefix) >> 20} MB of prefix)"
+
+
+# A host step of nvcc's list: `gcc ...`, or `"DIR"/gcc ...` where -ccbin named one.
+_GCC_STEP = re.compile(r'^(?:"[^"]*"/|\S*/)?gcc ')
+
+
+def _host_compiler() -> tuple[str | None, list[str]]:
+    """The gcc kbench's nvcc runs, as torch runs a build's: CC's (passed as -ccbin) where
+    kbench's environment sets CC, else gcc on PATH; and the flags that say so."""
+    from .objects import host_cc
+
+    gcc = host_cc(dict(os.environ))
+    return gcc, (["-ccbin", gcc] if gcc and (os.environ.get("CC") or "").strip() else [])
 
 
 def _without_input(args: list[str], source: str) -> list[str]:

@@ -51,7 +51,7 @@ _KEY = re.compile(r"[0-9a-f]{32}")
 def shim_folder(store: Path, role: str) -> Path | None:
     """A folder holding one stand-in, `c++` or `gcc` (shim.py run by this Python), made
     by kbench beside the store where no build may write; None when it cannot be made."""
-    folder = store / "bin" / role.replace("+", "x")
+    folder = stand_in(store, role).parent
     script = (f'#!/bin/sh\n# kbench: harness/build/shim.py says what this is\nexec "{sys.executable}" -S '
               f'"{Path(shim.__file__).resolve()}" {role} "$@"\n')
     target = folder / role
@@ -67,26 +67,42 @@ def shim_folder(store: Path, role: str) -> Path | None:
     return folder
 
 
+def host_cc(env: dict) -> str | None:
+    """nvcc's host compiler in a build with this environment: CC's where it names one
+    (torch passes it to nvcc as -ccbin; CC=/opt/gcc/bin/gcc on the device machines), else
+    `gcc` on PATH; None where CC is a command line or nothing is found."""
+    return _program(env, "CC", "gcc")
+
+
 def host_cxx(env: dict) -> str | None:
     """The C++ compiler torch runs in a build with this environment: CXX's where it names
     one (conda and many images set it: CXX=/opt/gcc/bin/g++ on the device machines, where
     a stand-in only for `c++` on PATH left every build without the store), else `c++`;
     found on PATH as a program. None where CXX is a command line (ccache g++: what it
     runs is not one compiler) or nothing is found."""
-    named = (env.get("CXX") or "").strip() or "c++"
+    return _program(env, "CXX", "c++")
+
+
+def _program(env: dict, variable: str, default: str) -> str | None:
+    named = (env.get(variable) or "").strip() or default
     if any(c.isspace() for c in named):
         return None
     return shutil.which(named, path=env.get("PATH"))
 
 
+def stand_in(store: Path, role: str) -> Path:
+    """The stand-in's path for `role` ("c++" or "gcc"), as shim_folder makes it."""
+    return store / "bin" / role.replace("+", "x") / role
+
+
 def build_env(store: Path, scratch: Path, env: dict) -> dict:
     """What a build process's environment gains: the stand-ins (c++ for torch's C++
-    compiler, host_cxx: first on PATH, and CXX where the environment named one; gcc,
-    nvcc's host compiler, first on PATH), the compilers they stand for, the store, and
-    where notes of misses go. Nothing for a compiler that is not found."""
+    compiler, host_cxx; gcc for nvcc's host compiler, host_cc), first on PATH and named
+    by CXX and CC where the environment set those; the compilers they stand for, the
+    store, and where notes of misses go. Nothing for a compiler that is not found."""
     found = {}
     for role, variable in (("c++", "KBENCH_REAL_CXX"), ("gcc", "KBENCH_REAL_GCC")):
-        real = host_cxx(env) if role == "c++" else shutil.which(role, path=env.get("PATH"))
+        real = host_cxx(env) if role == "c++" else host_cc(env)
         if real and _is_stand_in(real, store):
             real = None  # an outer kbench's stand-in: standing for it would run this one again
         if real:
@@ -98,8 +114,11 @@ def build_env(store: Path, scratch: Path, env: dict) -> dict:
     path = os.pathsep.join([*(str(folder) for _, folder in found.values()), env.get("PATH", "")])
     out = {"PATH": path, **{v: real for v, (real, _) in found.items()}, "KBENCH_OBJECTS_DIR": str(store),
            "KBENCH_OBJECT_WANTS": str(scratch / WANTS), "KBENCH_NVCC_HOST_WANTS": str(scratch / HOST_WANTS)}
-    if "KBENCH_REAL_CXX" in found and (env.get("CXX") or "").strip():
-        out["CXX"] = str(found["KBENCH_REAL_CXX"][1] / "c++")  # torch runs CXX, not `c++`, where it is set
+    # Where CXX or CC is set, torch runs CXX for C++ and passes CC to nvcc as -ccbin, not
+    # `c++` and `gcc` from PATH: the stand-ins take their place.
+    for variable, real_variable, role in (("CXX", "KBENCH_REAL_CXX", "c++"), ("CC", "KBENCH_REAL_GCC", "gcc")):
+        if real_variable in found and (env.get(variable) or "").strip():
+            out[variable] = str(stand_in(store, role))
     return out
 
 

@@ -170,6 +170,29 @@ def test_kbench_runs_nvcc_only_with_flags_on_its_list(extra, ok):
     assert host_pch._checked_nvcc([*argv, "--compiler-options", "-O3\n-fPIC"], [inc]) is None
 
 
+def test_ccbin_is_taken_only_as_kbenchs_own_stand_in(tmp_path):
+    """Where CC is set torch passes `-ccbin $CC` to nvcc, and in a build CC is kbench's gcc
+    stand-in: that flag is dropped (kbench runs its own CC); any other -ccbin is refused."""
+    inc = objects._torch_includes()[0]
+    ours = str(objects.stand_in(tmp_path / "objects", "gcc"))
+    argv = ["/usr/local/cuda/bin/nvcc", "-ccbin", ours, *TORCH_NVCC[:2], "-isystem", inc, *TORCH_NVCC[2:],
+            "-c", "/b/cuda.cu", "-o", "cuda.cuda.o"]
+    flags = host_pch._checked_nvcc(argv, [inc], ours)
+    assert flags is not None and "-ccbin" not in flags and ours not in flags
+    assert host_pch._checked_nvcc(argv, [inc]) is None
+    assert host_pch._checked_nvcc([argv[0], "-ccbin", str(tmp_path / "gcc"), *argv[3:]], [inc], ours) is None
+
+
+def test_kbenchs_nvcc_runs_kbenchs_cc_as_torch_would(monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    gcc, flags = host_pch._host_compiler()
+    assert flags == [] and gcc == shutil.which("gcc")
+    monkeypatch.setenv("CC", shutil.which("gcc"))
+    assert host_pch._host_compiler() == (shutil.which("gcc"), ["-ccbin", shutil.which("gcc")])
+    monkeypatch.setenv("CC", "ccache gcc")
+    assert host_pch._host_compiler() == (None, [])
+
+
 def test_only_kbenchs_own_nvcc_is_run(tmp_path, monkeypatch):
     """The nvcc a note names is a build process's word: an install's layout (nvcc.profile beside
     it) anywhere a build may write (its folder, /dev/shm) is never run; kbench runs its own

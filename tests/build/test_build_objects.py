@@ -236,6 +236,19 @@ def test_where_cxx_names_the_compiler_the_stand_in_takes_its_place(tmp_path):
     assert (b / "main.o").read_bytes() == (a / "main.o").read_bytes()
 
 
+def test_where_cc_names_nvccs_host_compiler_the_gcc_stand_in_takes_its_place(tmp_path):
+    """torch passes CC to nvcc as -ccbin (CC=/opt/gcc/bin/gcc on the device machines): the
+    stand-in that finds nvcc's host compile a precompiled prefix must be what CC names."""
+    real = shutil.which("gcc")
+    store = tmp_path / "objects"
+    env = objects.build_env(store, tmp_path, {**os.environ, "CC": real})
+    assert env["KBENCH_REAL_GCC"] == real and env["CC"] == str(objects.stand_in(store, "gcc"))
+    done = subprocess.run([env["CC"], "--version"], env={**os.environ, **env}, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == subprocess.run([real, "--version"], capture_output=True,
+                                                                   text=True).stdout
+    assert "CC" not in objects.build_env(store, tmp_path, {k: v for k, v in os.environ.items() if k != "CC"})
+
+
 def test_an_outer_stand_in_is_never_stood_for(tmp_path):
     store = tmp_path / "objects"
     first = objects.build_env(store, tmp_path, {**os.environ, "CXX": shutil.which("c++")})
