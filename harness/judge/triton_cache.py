@@ -14,7 +14,11 @@ text ever read it: they run that same code anyway, and every call they make is
 checked as any other. No other solution's candidate reads it, and no candidate
 or build may write the store (it lies beside builds/, outside every sandbox's
 writable folders). What is kept is read as untrusted data: plain files only, two
-levels deep, names of Triton's own form, no link followed, MAX_BYTES in all.
+levels deep, names of Triton's own form, no link followed (the folder itself
+included: a link there would have the judge read for the candidate's next run what
+the candidate may not read), MAX_BYTES in all. The seeding writes only into a
+folder that does not exist yet: the candidate has run no solution code when it
+happens.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from ..shared import sandbox
 
 MAX_BYTES = 64 << 20
 MAX_FILES = 512
-_NAME = re.compile(r"[\w.+-]{1,200}")
+_NAME = re.compile(r"[\w+-][\w.+-]{0,199}")  # no leading dot
 
 
 def _folder(scratch: str) -> Path:
@@ -39,18 +43,24 @@ def seed(store: str | None, scratch: str) -> int:
     if not store or not os.path.isdir(store):
         return 0
     target, copied = _folder(scratch), 0
-    for group in sorted(Path(store).iterdir()):
-        if not group.is_dir() or group.is_symlink():
-            continue
-        shutil.copytree(group, target / group.name, dirs_exist_ok=True)
-        copied += sum(1 for _ in (target / group.name).iterdir())
+    if os.path.lexists(target):  # the scratch folder is new and no solution code has run yet: never so
+        return 0
+    try:
+        for group in sorted(Path(store).iterdir()):
+            if not group.is_dir() or group.is_symlink():
+                continue
+            shutil.copytree(group, target / group.name, dirs_exist_ok=True)
+            copied += sum(1 for _ in (target / group.name).iterdir())
+    except OSError:  # a cache that cannot be read is one Triton fills again, never the task's failure
+        return copied
     return copied
 
 
 def keep(store: str | None, scratch: str) -> str:
     """The candidate's Triton cache as the entry `store`, where it has none; says what happened."""
     source = _folder(scratch)
-    if not store or os.path.exists(store) or not source.is_dir():
+    if not store or os.path.exists(store) or source.is_symlink() or not source.is_dir():
+        # A link would have the judge read, for the candidate's next run, what it may not read itself.
         return "nothing to keep"
     files = _files(source)
     if not files:

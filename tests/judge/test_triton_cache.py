@@ -63,3 +63,23 @@ def test_no_entry_named_no_copy(tmp_path):
     assert triton_cache.keep(None, str(tmp_path)) == "nothing to keep"
     assert triton_cache.seed(None, str(tmp_path)) == 0
     assert triton_cache.seed(str(tmp_path / "absent"), str(tmp_path)) == 0
+
+
+def test_a_linked_triton_folder_is_neither_read_nor_written(tmp_path):
+    """The candidate may replace its Triton folder with a link: to a folder it may not read
+    (the judge would read it into the candidate's entry) or one it may not write (the next
+    seeding would write there). Neither is followed."""
+    secret = tmp_path / "elsewhere"
+    _triton_wrote(tmp_path / "x", KERNEL)
+    (tmp_path / "x" / "triton").rename(secret)
+    scratch = tmp_path / "c1"
+    scratch.mkdir()
+    os.symlink(secret, scratch / "triton")
+    assert triton_cache.keep(str(tmp_path / "entry"), str(scratch)) == "nothing to keep"
+    assert not (tmp_path / "entry").exists()
+    good = tmp_path / "c2"
+    _triton_wrote(good, KERNEL)
+    triton_cache.keep(str(tmp_path / "entry"), str(good))
+    before = sorted(p.name for p in secret.rglob("*"))
+    assert triton_cache.seed(str(tmp_path / "entry"), str(scratch)) == 0
+    assert sorted(p.name for p in secret.rglob("*")) == before
