@@ -262,14 +262,16 @@ class Judge:
         self.note_tampering(reply.get("tampered") or [], when)
         return reply, blobs
 
-    def call_limit(self, inputs: list | None, what: str, calls: int = 1, first: bool = False) -> limits.Limit:
+    def call_limit(self, inputs: list | None, what: str, calls: int = 1, first: bool = False,
+                   timed: bool = False) -> limits.Limit:
         """The limit of a request that runs `calls` forward calls on `inputs`. A call on
-        inputs of a signature not seen before is a first call (it may compile)."""
+        inputs of a signature not seen before is a first call (it may compile); `timed`:
+        a batch of the timing phase (limits.for_calls)."""
         if inputs is not None:
             sig = limits.signature(inputs)
             first = first or sig not in self.seen_signatures
             self.seen_signatures.add(sig)
-        return limits.for_calls(self.ref_call_s, what, calls, first)
+        return limits.for_calls(self.ref_call_s, what, calls, first, timed)
 
     def phase(self, name: str) -> None:
         self.phase_name = name

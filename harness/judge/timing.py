@@ -321,7 +321,7 @@ class Timer:
         self.ref_copies = _rows(staging, n)
         fds: list[int] = []
         self.j.ask({"op": "bind", "n": n, "stacked": channel.encode(stacked, fds)}, fds)
-        self.bound_limit = self.j.call_limit(self.copies[0], "a timed batch", calls=n)
+        self.bound_limit = self.j.call_limit(self.copies[0], "a timed batch", calls=n, timed=True)
         self.bound_scaled_s = limits.HANG_FACTOR * (self.j.ref_call_s or 0.0) * n
 
     @property

@@ -396,7 +396,10 @@ def test_a_first_calls_limit_counts_cpu_time_too():
 
     first = limits.for_calls(0.4e-3, "the first call", first=True)
     assert first.cpu_s == first.seconds == limits.HANG_FIRST_MIN_S
-    assert limits.for_calls(0.4e-3, "a call").cpu_s is None  # a later call: its wall limit holds
+    later = limits.for_calls(0.4e-3, "a call")  # a later call of the check: the same rule, within LATER_WALL_S
+    assert later.cpu_s == later.seconds == limits.HANG_MIN_S and later.build_s == limits.LATER_WALL_S
+    timed = limits.for_calls(0.4e-3, "a timed batch", calls=10, timed=True)  # the budget is a hard cap
+    assert timed.cpu_s is None and timed.build_s is None and timed.seconds == limits.HANG_MIN_S
     message = first.message("check", 45.0, cpu_used_s=30.2)
     assert message.startswith(f"hung: the first call during check ran 45 s and used 30 s of CPU, past its limit of "
                               f"{limits.HANG_FIRST_MIN_S:.0f} s (")
