@@ -484,6 +484,7 @@ class Timer:
         ceiling = held.MAX_CALLS
         for attempt in range(3):
             self._bind(n)
+            t0 = _perf()
             try:
                 p = self._held_trial(n)
             except _SharedMemory as e:
@@ -512,10 +513,18 @@ class Timer:
                 return n, (f"the GPU read busy for {p.busy_before * 1e3:.1f} ms around the input write of a held "
                            "batch, twice (work on other streams that waits for the held one, or work set off by "
                            "the write)")
+            trial_s = _perf() - t0
             per_call = ((p.ref[0] - self.ref_fixed_s) / n, (p.sol[0] - self.fixed_s) / n)
             again = min(ceiling, self._plan(*per_call))
             self.plans.append(f"tried {n} held: us a call {_us(per_call, 1)} -> {again}")
-            if attempt < 2 and (again > 1.5 * n or 1.5 * again < n) and self.budget.fits(4 * self._pair_s(again)):
+            # Room for trying `again` and sampling it, at what this trial cost the judge per call
+            # (its eager growth, both held batches, drawing, reading and comparing), fixed part
+            # included: an upper bound for more calls. The eager pairs' cost per call, which
+            # _pair_s has, carries the candidate's Python launches (2.4 ms a call planned for a 3
+            # us ReLU), and held the ReLU at 11 calls a batch where its held trial asked for 352;
+            # its fixed cost's jitter then kept it from converging (2 s budget spent, H200
+            # 2026-11-28, bench/lane_trace.md).
+            if attempt < 2 and (again > 1.5 * n or 1.5 * again < n) and self.budget.fits(2 * trial_s * again / n):
                 # room for trying `again` (an eager and a held pair) and then sampling it
                 n = again
                 continue
