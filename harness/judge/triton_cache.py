@@ -31,6 +31,9 @@ from ..shared import sandbox
 
 MAX_BYTES = 64 << 20
 MAX_FILES = 512
+# Entries in the store, at most: a training loop's candidates are new every batch, and
+# their entries would otherwise grow without end (a full store only means compiling).
+MAX_ENTRIES = 2000
 _NAME = re.compile(r"[\w+-][\w.+-]{0,199}")  # no leading dot
 
 
@@ -62,6 +65,11 @@ def keep(store: str | None, scratch: str) -> str:
     if not store or os.path.exists(store) or source.is_symlink() or not source.is_dir():
         # A link would have the judge read, for the candidate's next run, what it may not read itself.
         return "nothing to keep"
+    try:
+        if len(os.listdir(os.path.dirname(store) or ".")) >= MAX_ENTRIES:
+            return "the store is full"
+    except OSError:
+        pass  # no store yet
     files = _files(source)
     if not files:
         return "nothing to keep"

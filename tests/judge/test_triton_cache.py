@@ -83,3 +83,12 @@ def test_a_linked_triton_folder_is_neither_read_nor_written(tmp_path):
     before = sorted(p.name for p in secret.rglob("*"))
     assert triton_cache.seed(str(tmp_path / "entry"), str(scratch)) == 0
     assert sorted(p.name for p in secret.rglob("*")) == before
+
+
+def test_a_full_store_keeps_nothing_more(tmp_path, monkeypatch):
+    monkeypatch.setattr(triton_cache, "MAX_ENTRIES", 2)
+    for i in range(3):
+        scratch = tmp_path / f"c{i}"
+        _triton_wrote(scratch, KERNEL)
+        said = triton_cache.keep(str(tmp_path / "store" / f"entry{i}"), str(scratch))
+        assert said == ("the store is full" if i == 2 else "kept 3 files"), (i, said)
