@@ -308,7 +308,10 @@ def main(spawned: Spawned, forked: bool = False) -> None:
     spec = json.loads(line)
     if spec.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
-    triton_cache.seed(spec.get("triton_cache"), remote.scratch)  # before the candidate imports the solution
+    seeded = triton_cache.seed(spec.get("triton_cache"), remote.scratch)  # before the candidate imports the solution
+    if seeded:
+        print(f"[kbench] Triton: {seeded} files of this solution's compiled kernels, kept from an earlier task "
+              f"({spec['triton_cache']})", flush=True)
     t0 = time.monotonic()
     try:
         result = run(spec, remote, emit)
@@ -324,7 +327,9 @@ def main(spawned: Spawned, forked: bool = False) -> None:
         t1 = time.monotonic()
         remote.kill()
     if result.get("status") == "ok":
-        triton_cache.keep(spec.get("triton_cache"), remote.scratch)
+        kept = triton_cache.keep(spec.get("triton_cache"), remote.scratch)
+        if kept.startswith("kept"):
+            print(f"[kbench] Triton: {kept} of this solution's compiled kernels for its later tasks", flush=True)
     result["close_seconds"] = round(time.monotonic() - t1, 3)
     sys.stdout.flush()
     sys.stderr.flush()
