@@ -61,8 +61,6 @@ def as_if_started_with_env() -> None:
     inherits from its parent instead: tempfile's folder (the judge's mkdtemp cached
     /tmp, which the sandbox does not let the candidate write: Triton's autotuner and
     any mkstemp failed with PermissionError on an H100) and PYTHONDONTWRITEBYTECODE."""
-    import tempfile
-
     tempfile.tempdir = None  # found again from TMPDIR at its next use
     sys.dont_write_bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE", "") != ""
 

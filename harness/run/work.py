@@ -8,7 +8,6 @@ the copies made here.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import socket
@@ -89,17 +88,13 @@ def task_of(spec: TaskSpec, cache_dir: Path) -> Task:
 
 def build_one(spec: TaskSpec, host: Host) -> tuple[BuildResult, str]:
     """Build one task's solution, or find its build in the cache. Processes that share
-    the cache (Dask workers of one host, hosts on a shared folder) take a lock per
-    source first: a second build of the same source would delete the first's folder
-    under it; after the lock it finds the first's build cached."""
+    the cache (Dask workers of one host, hosts on a shared folder, two runs) build a
+    key one at a time: build_all takes the key's lock (build/stage.py _key_lock) and,
+    after it, finds another's build cached."""
     task = task_of(spec, host.cache_dir)
     logs: dict[str, str] = {}
-    locks = host.cache_dir / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"{spec.solution_source.sha256[:24]}-{host.device}-{host.arch}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        result = build.build_all([task], host.build_config(spec.options),
-                                 lambda t, r, log: logs.__setitem__(t.key, log))[task.key]
+    result = build.build_all([task], host.build_config(spec.options),
+                             lambda t, r, log: logs.__setitem__(t.key, log))[task.key]
     return result, logs.get(task.key, "")
 
 
