@@ -132,10 +132,10 @@ def kbench_nvcc() -> str | None:
 
 def make(store: Path, want: dict, pch_root: Path | None = None, timeout: float = 900.0) -> str:
     """Make, check and publish the prefix for a build's nvcc command; returns what happened."""
-    from .objects import _checked_env, _torch_includes, stand_in
+    from .objects import _checked_env, _torch_includes
 
     nvcc = kbench_nvcc()
-    flags = _checked_nvcc(want["nvcc"], _torch_includes(), str(stand_in(store, "gcc"))) \
+    flags = _checked_nvcc(want["nvcc"], _torch_includes(), str(shim.stand_in(store, "gcc"))) \
         if nvcc and want["nvcc"] else None
     env = _checked_env(want["env"], pch_root)
     if flags is None or env is None:

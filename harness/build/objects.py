@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from . import shim
+from .shim import stand_in
 from ..shared import sandbox
 
 MAX_ENTRIES = 2000  # ~0.3-1 MB each
@@ -88,11 +89,6 @@ def _program(env: dict, variable: str, default: str) -> str | None:
     if any(c.isspace() for c in named):
         return None
     return shutil.which(named, path=env.get("PATH"))
-
-
-def stand_in(store: Path, role: str) -> Path:
-    """The stand-in's path for `role` ("c++" or "gcc"), as shim_folder makes it."""
-    return store / "bin" / role.replace("+", "x") / role
 
 
 def build_env(store: Path, scratch: Path, env: dict) -> dict:

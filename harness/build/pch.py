@@ -141,7 +141,7 @@ def _past_the_stand_in(path: str) -> str:
     The PCH is keyed by the compiler the parent saw when it made it: keyed by the
     stand-in's path, a build process looked for a PCH under a key no process makes, and
     every host compile parsed torch/extension.h again (28 s instead of 13 on the 2-core box)."""
-    from .objects import stand_in
+    from .shim import stand_in
 
     real, store = os.environ.get("KBENCH_REAL_CXX"), os.environ.get("KBENCH_OBJECTS_DIR")
     if real and store and Path(path).parent == stand_in(Path(store), "c++").parent:

@@ -77,6 +77,12 @@ class Compile:
         return tuple(out)
 
 
+def stand_in(store: Path, role: str) -> Path:
+    """Where kbench puts the stand-in for `role` ("c++" or "gcc") beside the object store
+    (objects.shim_folder writes it; pch.py looks for it)."""
+    return store / "bin" / role.replace("+", "x") / role
+
+
 def parse(args: list[str]) -> Compile | None:
     """torch's compile rule (`-MMD -MF DEP FLAGS -c SRC -o OUT`), or None for any other
     call: a link, a version query, a response file, a second input, paths gcc's
