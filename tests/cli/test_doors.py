@@ -164,6 +164,7 @@ def observe(tmp: Path, device: str, confined: bool = True) -> dict:
         seen["alive"] = sorted(marker_pids() - markers)
         seen["project_after"], seen["pch_after"] = _tree(project), _tree(cache / "pch")
         seen["records_after"] = _tree(cache / "records")
+        seen["triton_after"] = _tree(cache / "triton")
         seen["objects_after"], seen["objects_marked"] = _tree(cache / "objects"), _marked(cache / "objects")
         seen["build_time_program_ran"] = list(cache.glob("builds/*/tmp/kbench-door-as-ran"))
         seen["site_after"] = {str(f): sorted(p.name for p in f.iterdir()) for f in _site_folders()}
@@ -212,9 +213,11 @@ def test_kbench_torch_and_the_python_environment_are_unchanged(doors):
 
 def test_what_builds_share_is_unchanged(doors):
     """The precompiled headers and the build records are written by kbench's own process only
-    (run 1 adds the attackers' own records, and changes none from before), and no object store
-    appeared for later builds to link from."""
+    (run 1 adds the attackers' own records, and changes none from before), no object store
+    appeared for later builds to link from, and no Triton entry was planted (the doors' solutions
+    compile no Triton kernel: kbench keeps none for them, so <cache>/triton stays empty)."""
     assert doors["pch_after"] == doors["pch"]
+    assert doors["triton_after"] == {}, "files appeared in <cache>/triton, whose entries kbench's judges seed candidates from"
     assert {k: doors["records_after"].get(k) for k in doors["records"]} == doors["records"]
     assert not doors["ccache"]
 
@@ -272,6 +275,7 @@ def test_without_the_sandbox_the_attacks_open_the_doors(tmp_path, escape_watch):
     assert seen["project_after"] != seen["project"]
     assert not seen["torch_same"] and seen["torch_planted"] and seen["pth"]
     assert seen["pch_after"] != seen["pch"] and seen["records_after"] != seen["records"] and seen["ccache"]
+    assert seen["triton_after"], "the attacker planted no Triton entry unconfined"
     assert seen["objects_marked"] and seen["objects_after"] != seen["objects"]
     assert seen["run_marked"] and seen["pwned"]
     assert seen["victim_build_after"] != seen["victim_build"]
