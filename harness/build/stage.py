@@ -347,10 +347,13 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     if root is not None:
         env["KBENCH_PCH_DIR"] = str(root)
     store = objects_folder(cfg)
+    compilers: dict[str, str] = {}
     if store is not None:
         from . import objects
 
-        env.update(objects.build_env(store, ext_dir / "tmp", env))
+        added = objects.build_env(store, ext_dir / "tmp", env)
+        env.update(added)
+        compilers = {k: v for k, v in added.items() if k in LOADER_ENV}
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
     child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
@@ -386,7 +389,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     # A finished build is cached whatever the import did after it, and so is a compiler's
     # error; a timeout, a death before any build ended, or a compiler the host killed is not.
     if data.pop("cache", True) and data["status"] not in (Status.TIMEOUT.value, Status.CRASHED.value):
-        _store_record(ext_dir, data)
+        _store_record(ext_dir, data, compilers)
     return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log, wants
 
 
@@ -471,12 +474,33 @@ def _files(ext_dir: Path) -> dict[str, str]:
     return found
 
 
-def _store_record(key_dir: Path, data: dict) -> None:
+def _store_record(key_dir: Path, data: dict, compilers: dict[str, str] | None = None) -> None:
     path = _record_path(key_dir, ".json")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"result": data, "files": _files(key_dir / "ext")}))
+    tmp.write_text(json.dumps({"result": data, "files": _files(key_dir / "ext"), "compilers": compilers or {}}))
     os.replace(tmp, path)
+
+
+# The compiler names a build process ran under where kbench's stand-ins took CXX's and CC's
+# places (objects.build_env), and the compilers those stand for. torch writes CXX and CC
+# into build.ninja, and its loader in the candidate writes build.ninja again from the
+# candidate's environment and runs ninja: under other names ninja compiled the whole
+# extension again inside the task's import, the build no longer matched its record, and
+# every later run built it again. The candidate loads under the build's names
+# (loader_env; candidate/serve.py); a stand-in outside a build runs its real compiler.
+LOADER_ENV = ("CXX", "CC", "KBENCH_REAL_CXX", "KBENCH_REAL_GCC")
+
+
+def loader_env(ext_dir: str) -> dict[str, str]:
+    """What the candidate's environment must name for torch's loader to find this build up
+    to date: the compilers its build process ran under, where they differ from kbench's
+    own; {} for none."""
+    record = _load_record(Path(ext_dir).parent) if ext_dir else None
+    found = record.get("compilers") if record else None
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if k in LOADER_ENV and isinstance(v, str)}
 
 
 def _load_record(key_dir: Path) -> dict | None:

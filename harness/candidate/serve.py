@@ -83,6 +83,12 @@ class Candidate:
         if msg.get("ext_dir"):
             # Where the build process left this solution's extension: load_inline finds it there.
             os.environ["TORCH_EXTENSIONS_DIR"] = msg["ext_dir"]
+        # The compiler names its build ran under (build.loader_env): torch's loader writes them
+        # into build.ninja and runs ninja, which compiles nothing only if they are unchanged.
+        compilers = msg.get("compilers")
+        if isinstance(compilers, dict):
+            os.environ.update({k: v for k, v in compilers.items()
+                               if k in ("CXX", "CC", "KBENCH_REAL_CXX", "KBENCH_REAL_GCC") and isinstance(v, str)})
         confined = os.environ.get("KBENCH_SANDBOX") or None  # set by __main__ before torch was imported
         # True fp32 for everyone unless a solution asks otherwise (cuDNN's TF32 default
         # would fail even the reference as its own solution).

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import cores, gpus
+from .. import build
 from ..shared.isolate import Child, child_env
 from ..records import (
     PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing, from_json_dict,
@@ -175,6 +176,7 @@ def evaluate(
         "compile_baseline": opts.compile_baseline,
         "precision": opts.precision,
         "extensions_dir": built.ext_dir,
+        "compilers": build.loader_env(built.ext_dir),  # the names torch's loader must find in build.ninja
         "shape": shape,
         "triton_cache": _triton_entry(task, cfg),
     }

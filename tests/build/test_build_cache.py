@@ -179,3 +179,42 @@ def test_two_runs_on_one_cache_build_a_key_once(tmp_path, monkeypatch):
         t.join(30)
     assert len(results) == 2 and len(built) == 1
     assert sorted(r[task.key].cached for r in results) == [False, True]
+
+
+def test_where_cxx_and_cc_are_set_the_candidates_load_finds_its_build_up_to_date(tmp_path, monkeypatch):
+    """conda and many images set CXX and CC (CXX=/opt/gcc/bin/g++ on the device machines). A
+    build then runs kbench's stand-ins under those names, and torch writes them into the
+    build's build.ninja; torch's loader in the candidate writes build.ninja again from its
+    own environment and runs ninja. Had the candidate other compiler names, ninja compiled
+    the whole extension again inside the task's import, the build's files no longer matched
+    their record, and every later run built it again (a warm rerun on an H200 rebuilt every
+    solution a task had loaded). The candidate loads with the names its build had."""
+    import shutil
+
+    from harness import Session
+
+    cxx, cc = shutil.which("c++"), shutil.which("gcc")
+    if not (cxx and cc):
+        pytest.skip("needs c++ and gcc")
+    monkeypatch.setenv("CXX", cxx)
+    monkeypatch.setenv("CC", cc)
+    monkeypatch.delenv("KBENCH_OBJECTS", raising=False)
+    after = '''
+    import torch
+
+    class ModelNew(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.relu(x + y - 1.0)
+    '''
+    solution = Path(_solution(tmp_path, "cxx_set", GOOD, after).solution_path).read_text()
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        first = session.evaluate(problem, solution)
+        second = session.evaluate(problem, solution)
+    assert first.status == second.status == Status.OK, (first, second)
+    first_log, second_log = Path(first.log_path).read_text(), Path(second.log_path).read_text()
+    assert "[kbench: build cached in" not in first_log
+    assert "[kbench: build cached in" in second_log, second_log[-3000:]
+    builds = [p for p in (tmp_path / "cache" / "builds").iterdir() if (p / "ext").is_dir()]
+    assert builds and all(build.intact(str(p / "ext")) for p in builds)
