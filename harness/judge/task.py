@@ -63,6 +63,17 @@ class ProblemFailed(TaskFailed):
                              "fix the problem file (the solution was not judged)")
 
 
+def unannounced_seed() -> int:
+    """A seed for inputs whose outputs the judge compares and no candidate may know ahead.
+    Seeds derived from --seed (42 unless told) are the candidate's to compute too: it can
+    draw the same inputs with get_inputs, work out their outputs while it is not timed
+    (its import, the check's calls) and return them from a table when the timed calls
+    come (25_judge_evidence/8_Matmul512/predicted_inputs.py). Reproducible inputs stay
+    for the check's trials, whose failures name their seed; timed and profiled calls, and
+    one trial of the check, draw from these."""
+    return int.from_bytes(os.urandom(6), "little")
+
+
 def seed_generators(seed: int, device: torch.device) -> None:
     """torch.manual_seed for the generators get_inputs draws from here: the CPU's, and
     on a GPU run the GPUs' (the same values as torch.manual_seed draws). torch.manual_seed
@@ -399,7 +410,9 @@ class Judge:
         self.phase("check")
         self.time_reference()
         seed, trials = self.spec["seed"], self.spec["trials"]
-        cases = [("random", seed + 1 + k, 0) for k in range(trials)]
+        # The last random trial draws unannounced inputs (unannounced_seed): a candidate that
+        # returns outputs it worked out ahead for the announced ones fails it, timed or not.
+        cases = [("random", seed + 1 + k if k < trials - 1 else unannounced_seed(), 0) for k in range(trials)]
         cases += [("check", seed + 1000 + k, k) for k in range(self._count_check_inputs())]
         for t, (which, s, index) in enumerate(cases):
             pristine = self.make_inputs(s, which, index)
@@ -451,7 +464,7 @@ class Judge:
         profiler can crash a process (CUPTI with a C++ exception in flight was seen
         to): then the verdict stands and the share is unknown, with a note."""
         self.phase("profile")
-        inputs = self.make_inputs(self.spec["seed"] + 900)
+        inputs = self.make_inputs(unannounced_seed())
         try:
             out, _lent = self.run_candidate(inputs, profile=True)
         except TaskFailed as e:
