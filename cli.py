@@ -1,7 +1,8 @@
 """kbench command line: parse options into a RunConfig, call the harness, render, exit.
 
 Exit codes: 0 every task passed the gate; 1 the gate failed (or --min-speedup
-was missed); 2 usage error (bad flag, missing folder); 130 interrupted.
+was missed); 2 usage error (bad flag, missing folder); 130 interrupted (Ctrl-C), 143
+stopped by SIGTERM (`timeout`, a CI job's limit, a scheduler): both save what finished first.
 """
 from __future__ import annotations
 
@@ -33,23 +34,39 @@ def interrupted(run_folder: Path | None) -> str:
     return f"interrupted; finished tasks are saved in {run_folder}: continue with --resume {run_folder}"
 
 
+# The signals that stop a run in order: Ctrl-C, and SIGTERM, which `timeout`, CI runners and
+# job schedulers send first (unhandled, it ended kbench at once: results.json kept only what it
+# said at the start, and the finished tasks were left in results.jsonl for --resume to find).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_stopped_by: list[int] = []
+
+
+def _exit_code() -> int:
+    """128 + the signal that stopped the run, as a shell reports it: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + (_stopped_by[-1] if _stopped_by else signal.SIGINT)
+
+
 def _interrupt_with_deadline(reporter, signum, frame) -> None:
-    """Ctrl-C during a run: KeyboardInterrupt as usual, which kills the workers and
-    closes the live display; and if that orderly stop has not ended the process
-    within INTERRUPT_GRACE_S (an interrupt that lands inside a lock can leave it
-    held), it ends here. Finished tasks are already in the run folder's results.jsonl."""
+    """Ctrl-C (or SIGTERM) during a run: KeyboardInterrupt as usual, which kills the
+    workers, closes the live display and writes the reports of what finished; and if
+    that orderly stop has not ended the process within INTERRUPT_GRACE_S (an interrupt
+    that lands inside a lock can leave it held), it ends here. Finished tasks are
+    already in the run folder's results.jsonl."""
     from harness.shared.isolate import kill_all
+
+    _stopped_by.append(int(signum))
 
     def hard_exit() -> None:
         kill_all()
         sys.stderr.write(f"error: {interrupted(reporter.out_dir)}\n")
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(_exit_code())
 
     timer = threading.Timer(INTERRUPT_GRACE_S, hard_exit)
     timer.daemon = True
     timer.start()
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: a plain KeyboardInterrupt
+    for stop in STOP_SIGNALS:  # a second one: a plain KeyboardInterrupt
+        signal.signal(stop, signal.default_int_handler)
     raise KeyboardInterrupt
 
 
@@ -246,16 +263,17 @@ def run(problems, solutions, problem_filters, set_filters, solution_files, out, 
         **({"cache_dir": cache_dir} if cache_dir else {}),
     )
     reporter = console.RichReporter(policy)
-    previous = signal.signal(signal.SIGINT, functools.partial(_interrupt_with_deadline, reporter))
+    previous = {stop: signal.signal(stop, functools.partial(_interrupt_with_deadline, reporter)) for stop in STOP_SIGNALS}
     try:
         with reporter:
             results, out_dir = pipeline.run(cfg, reporter)
     except KeyboardInterrupt:
         kill_all()
         console.error(interrupted(reporter.out_dir))
-        sys.exit(130)
+        sys.exit(_exit_code())
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
     console.print_results(results, policy)
     verdict = gate(results.results, policy)
     console.note(f"wrote {out_dir}/results.json, results.csv, report.md")
