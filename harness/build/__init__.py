@@ -28,6 +28,7 @@ read what those two made), errors.py (one line per failed build).
 May import: records.py, shared/.
 """
 from .queue import build_nice, compile_slots
-from .stage import BuildConfig, build_all, intact, loader_env, toolchain_versions
+from .stage import LOADER_ENV, BuildConfig, build_all, intact, loader_env, toolchain_versions
 
-__all__ = ["BuildConfig", "build_all", "build_nice", "compile_slots", "intact", "loader_env", "toolchain_versions"]
+__all__ = ["LOADER_ENV", "BuildConfig", "build_all", "build_nice", "compile_slots", "intact", "loader_env",
+           "toolchain_versions"]

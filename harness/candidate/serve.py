@@ -76,7 +76,7 @@ class Candidate:
 
     # -- operations ------------------------------------------------------------
     def op_load(self, msg: dict, fds: list[int]) -> None:
-        from harness.build import load
+        from harness.build import LOADER_ENV, load
 
         self.device = torch.device(msg["device"])
         self.locator = Locator(self.device)
@@ -87,8 +87,7 @@ class Candidate:
         # into build.ninja and runs ninja, which compiles nothing only if they are unchanged.
         compilers = msg.get("compilers")
         if isinstance(compilers, dict):
-            os.environ.update({k: v for k, v in compilers.items()
-                               if k in ("CXX", "CC", "KBENCH_REAL_CXX", "KBENCH_REAL_GCC") and isinstance(v, str)})
+            os.environ.update({k: v for k, v in compilers.items() if k in LOADER_ENV and isinstance(v, str)})
         confined = os.environ.get("KBENCH_SANDBOX") or None  # set by __main__ before torch was imported
         # True fp32 for everyone unless a solution asks otherwise (cuDNN's TF32 default
         # would fail even the reference as its own solution).

@@ -845,20 +845,19 @@ class Timer:
 
     def _warm_up(self) -> list["Pair"]:
         """Pairs of single calls until the candidate has run WARM_PAIRS and warmup_s (or
-        WARM_SHARE_OF_BUDGET of the budget, if less; no time where batches will be held) has passed (first calls may autotune,
-        allocate, load modules; the check has run a few on these shapes already), as far
-        as the budget has room for them: a pair of slow calls may be all it holds. Returns
-        the pairs; self.one_s is what one such pair costs the judge."""
+        WARM_SHARE_OF_BUDGET of the budget, if less; no time where batches will be held) has
+        passed (first calls may autotune, allocate, load modules; the check has run a few on
+        these shapes already), as far as the budget has room for them: a pair of slow calls
+        may be all it holds. Returns the pairs; self.one_s is what one such pair costs the judge."""
         self.warm = PairResult(Side(), Side(), "", self.result.clock, 1, 0.0, 0.0)
         pairs: list[Pair] = []
         walls: list[float] = []
-        warm_s = min(self.cfg.warmup_s, WARM_SHARE_OF_BUDGET * self.budget.seconds)
-        if self.hold_fixed is not None:
-            # Held batches are tried before any is kept (_try_holds: a held pair or more, not
-            # kept, each as long as the batches sampled after it): they warm the candidate on
-            # the path it is timed on. The single calls here only plan; their 0.2 s was 15-25%
-            # of a converged task's timing (0.75-1.1 s, 12 problems, H200, 2026-11-28).
-            warm_s = 0.0
+        # Held batches are tried before any is kept (_try_holds: a held pair or more, not kept,
+        # each as long as the batches sampled after it): they warm the candidate on the path it
+        # is timed on, and the single calls here only plan; their 0.2 s was 15-25% of a
+        # converged task's timing (0.75-1.1 s, 12 problems, H200, 2026-11-28).
+        warm_s = 0.0 if self.hold_fixed is not None else min(self.cfg.warmup_s,
+                                                               WARM_SHARE_OF_BUDGET * self.budget.seconds)
         t0 = _perf()
         while True:
             s0 = _perf()
