@@ -96,6 +96,68 @@ class Reader:
             raise OutputUnreadable(f"an output at an address not aligned to its {itemsize}-byte elements")
         return raw.view(dtype).as_strided(shape, stride)
 
+    def read_rows(self, layout: Any, ats: list, segs: list) -> list[torch.Tensor] | None:
+        """A batch's outputs that are one tensor each, alike in shape, strides and dtype
+        (`layout`, the first call's description), at `ats`: read with the layout's checks
+        made once, not once per call (a 3 us kernel's batch of 800 calls spent 68 us a call
+        reading them one by one, H200). On the CPU every output's bytes are read in one job;
+        on a GPU each output is a view of its allocation, mapped once. None where they are
+        not laid out so (the caller reads them one by one). Overlapping outputs are the
+        caller's to refuse."""
+        if not (isinstance(layout, dict) and layout.get("t") == "Tensor" and ats):
+            return None
+        dtype = channel.dtype_of(layout.get("dtype"))
+        shape, stride, device = layout.get("shape"), layout.get("stride"), str(layout.get("device"))
+        if not (_ints(shape) and _ints(stride) and len(shape) == len(stride) and len(shape) <= 16):
+            raise channel.ChannelError("bad output shape or strides")
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        span = span_bytes(shape, stride, itemsize)
+        if span == 0 or span % itemsize:
+            return None
+        if device == "cpu":
+            if not all(type(a) is list and len(a) == 2 and a[0] == "addr" and type(a[1]) is int for a in ats):
+                return None
+            raw = self._read_host_many([a[1] for a in ats], span)
+            return list(raw.view(dtype).as_strided((len(ats), *shape), (span // itemsize, *stride)).unbind(0))
+        if device != "cuda":
+            return None
+        if not all(type(a) is list and len(a) == 3 and a[0] == "seg" and _ints(a[1:]) and a[2] % itemsize == 0
+                   for a in ats):
+            return None
+        typed: dict[int, tuple[torch.Tensor, int]] = {}  # segment index -> (its memory as `dtype`, its bytes)
+        outs = []
+        for _, index, offset in ats:
+            if index not in typed:
+                if not 0 <= index < len(segs) or not isinstance(segs[index], str):
+                    raise channel.ChannelError("an output in a segment the reply does not name")
+                base, size = self._segment(segs[index])
+                if base % itemsize or size % itemsize:
+                    return None
+                typed[index] = (torch.as_tensor(cuda_ipc.DeviceBytes(base, size), device=self.device).view(dtype), size)
+            memory, size = typed[index]
+            if offset + span > size:
+                raise OutputUnreadable(f"an output of {span} bytes at offset {offset} of a {size}-byte allocation")
+            outs.append(memory.as_strided(shape, stride, offset // itemsize))
+        return outs
+
+    def _read_host_many(self, addresses: list[int], span: int) -> torch.Tensor:
+        """The `span` bytes at each address, one after another, read in one job."""
+        out = torch.empty(len(addresses) * span, dtype=torch.uint8)
+        view = memoryview(out.numpy())
+
+        def read_all() -> tuple[int, int] | None:
+            for i, address in enumerate(addresses):
+                got = os.preadv(self._mem, [view[i * span:(i + 1) * span]], address)
+                if got != span:
+                    return i, got
+            return None
+
+        short = self._host_job(read_all, f"the outputs' {len(addresses)} x {span} bytes",
+                               f"{len(addresses)} outputs of {span} bytes from 0x{min(addresses):x}")
+        if short is not None:
+            raise OutputUnreadable(f"read {short[1]} of the output's {span} bytes at 0x{addresses[short[0]]:x}")
+        return out
+
     def _map_device(self, at: list, span: int, segs: list) -> torch.Tensor:
         where, index, offset = at
         if where == "lent":
@@ -127,27 +189,31 @@ class Reader:
         return self._maps[handle]
 
     def _read_host(self, address: int, span: int) -> torch.Tensor:
+        out = torch.empty(span, dtype=torch.uint8)
+        got = self._host_job(lambda: os.preadv(self._mem, [memoryview(out.numpy())], address),
+                             f"the output's {span} bytes at 0x{address:x}", f"the output's {span} bytes at 0x{address:x}")
+        if got != span:
+            raise OutputUnreadable(f"read {got} of the output's {span} bytes at 0x{address:x}")
+        return out
+
+    def _host_job(self, job: Callable[[], Any], what: str, where: str) -> Any:
+        """`job`'s reads of the candidate's memory, through /proc/<pid>/mem."""
         if self._mem is None:
             try:
                 self._mem = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
             except OSError as e:
                 raise OutputUnreadable(f"cannot open the candidate's memory ({e.strerror}): a kernel that forbids "
                                        "a parent to read its child (Yama ptrace_scope 2 or 3)") from None
-        out = torch.empty(span, dtype=torch.uint8)
         try:
             # In a thread with a limit: memory behind userfaultfd or a FUSE mapping can block a
             # read for as long as the (stopped) candidate likes; ending it ends the read.
-            got = self._reads.submit(os.preadv, self._mem, [memoryview(out.numpy())], address).result(READ_LIMIT_S)
+            return self._reads.submit(job).result(READ_LIMIT_S)
         except concurrent.futures.TimeoutError:
             self.on_stuck()
-            raise OutputUnreadable(f"reading the output's {span} bytes at 0x{address:x} blocked for {READ_LIMIT_S:g} s "
-                                   "(memory behind userfaultfd or a FUSE file?); candidate killed") from None
+            raise OutputUnreadable(f"reading {what} blocked for {READ_LIMIT_S:g} s (memory behind userfaultfd or a "
+                                   "FUSE file?); candidate killed") from None
         except OSError as e:
-            raise OutputUnreadable(f"cannot read the output's {span} bytes at 0x{address:x} in the candidate's "
-                                   f"memory ({e.strerror})") from None
-        if got != span:
-            raise OutputUnreadable(f"read {got} of the output's {span} bytes at 0x{address:x}")
-        return out
+            raise OutputUnreadable(f"cannot read {where} in the candidate's memory ({e.strerror})") from None
 
     def release(self) -> None:
         """Unmap every segment (no view of them may be used after this): an allocation

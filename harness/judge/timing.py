@@ -33,6 +33,8 @@ graph); otherwise eagerly, back to back, as a model runs them.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import gc
 import math
 import os
@@ -48,7 +50,7 @@ from ..shared import batches, channel, hold, sandbox, stats
 from . import check, held
 from ..discover import shapes
 from ..shared.locate import Locator
-from .read import span_bytes
+from .read import OutputUnreadable, span_bytes
 from ..records import Flag, Status
 from . import limits, stopping
 from .task import Judge, TaskFailed, unannounced_seed
@@ -78,6 +80,7 @@ TARGET_HELD_S = 0.25e-3
 MAX_CALLS = 4096  # calls per batch (copies of the inputs, outputs kept)
 MAX_BATCH_S = 0.2  # the slower side's batch at most (a 1000x gap: the faster side's batch is then short)
 WARM_CALLS = 16  # a batch of this many after the single calls of the warm-up, for the time per call
+ROWS_DRAW_BYTES = 256 << 20  # a batch's values drawn at once (_draw_rows) in chunks of this many bytes at most
 MEMORY_SHARE = 0.4  # of the GPU's free memory, for both sides' copies and outputs
 MUTATION_EVERY = 5  # compare a lent copy with its values every 5th pair
 # How far the candidate's own events may sit from the judge's measure (Timer._after): honest
@@ -258,6 +261,7 @@ class Timer:
         self.many: tuple[int, float] | None = None  # (calls, wall seconds) of the pair of WARM_CALLS, where it ran
         self.spent = Spent()
         self.plans: list[str] = []  # how calls a batch were chosen, for the timing line
+        self.rows_draw: bool | None = None  # draw a batch's values at once (_draw_rows); None: not tried yet
 
     # -- fixed costs ------------------------------------------------------------
     def _fixed_costs(self) -> None:
@@ -338,6 +342,43 @@ class Timer:
         return self.seed
 
     def _draw(self, n: int) -> None:
+        if self.rows_draw is not False and n > 1 and self._draw_rows(n):
+            return
+        self._draw_one_by_one(n)
+
+    def _draw_rows(self, n: int) -> bool:
+        """Fresh values for n calls drawn at once (Judge.make_input_rows), in chunks of
+        at most ROWS_DRAW_BYTES. Tried once per task against single draws: taken where it
+        runs and each input varies across its rows exactly where it varies across single
+        draws (drawn first, as the batch's values)."""
+        tensors = [s for s in self.staging if isinstance(s, torch.Tensor)]
+        per_call = sum(s[0].numel() * s.element_size() for s in tensors)
+        m = min(n, ROWS_DRAW_BYTES // max(per_call, 1))
+        if m < 2 or not tensors:
+            self.rows_draw = False
+            return False
+        trial = self.rows_draw is None
+        if trial:
+            self._draw_one_by_one(n)
+            varies = [_varies(s[:n]) for s in tensors]
+        for start in range(0, n, m):
+            k = min(m, n - start)
+            try:
+                rows = self.j.make_input_rows(self._next_seed(), k)
+            except Exception:  # noqa: BLE001 - vmap cannot run this get_inputs() (or it raised): single draws
+                rows = None
+            if rows is None or len(rows) != len(tensors) or any(
+                    tuple(r.shape) != (k, *s.shape[1:]) or r.dtype != s.dtype for r, s in zip(rows, tensors)):
+                self.rows_draw = False
+                return trial  # the trial's single draws stand; otherwise the caller draws them so
+            if trial:
+                self.rows_draw = k > 1 and all(_varies(r) == v for r, v in zip(rows, varies))
+                return True  # the single draws stand; the next batches draw rows, or not
+            for r, s in zip(rows, tensors):
+                s[start:start + k].copy_(r)
+        return True
+
+    def _draw_one_by_one(self, n: int) -> None:
         for i in range(n):
             values = self.j.make_inputs(self._next_seed())
             for s, v in zip(self.staging, values):
@@ -456,7 +497,9 @@ class Timer:
         reference's batch on the same values (with the candidate's bookkeeping per call,
         done here too and thrown away, outside graphs), the baseline's, the candidate's
         outputs compared, and now and then its inputs checked for writes. (ref, base)."""
-        log = None if graph else batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
+        # The candidate's bookkeeping per call, done for the reference too where the host's time
+        # is in the measure; a held batch is queued before its clock starts, so none there.
+        log = None if graph or self.holding else batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
         with self.spent("reference"):
             ref = self._reference_batch(ref_batch, n, log, keep)
             base = None
@@ -666,17 +709,53 @@ class Timer:
         if not isinstance(ats, list) or len(ats) != n or not isinstance(odd, dict):
             raise TaskFailed(Status.CRASHED, "the candidate described its batch's outputs wrongly")
         self.j.quiesce()
+        rows = self._read_rows(first, ats, odd, reply.get("segs"), n)
+        if rows is not None:
+            return rows
         descs = [odd.get(str(i)) or (first if i == 0 else _with_locations(first, ats[i])) for i in range(n)]
         segs = reply.get("segs") if isinstance(reply.get("segs"), list) else []
         if n > 1:
             _refuse_shared_memory(descs, segs)
         return [self.j.read({"out": desc, "segs": segs}, settled=True) for desc in descs]
 
+    def _read_rows(self, first: Any, ats: list, odd: dict, segs: Any, n: int) -> list | None:
+        """_read_calls where every call returned one tensor laid out as the first's
+        (Reader.read_rows), or None (read them one by one)."""
+        if odd or n < 2 or not isinstance(first, dict) or first.get("t") != "Tensor" or not isinstance(segs, list):
+            return None
+        if not all(type(a) is list and len(a) == 1 for a in ats[1:]):
+            return None
+        locs = [first.get("at"), *(a[0] for a in ats[1:])]
+        try:
+            outs = self.j.reader.read_rows(first, locs, segs)
+        except channel.ChannelError as e:
+            raise TaskFailed(Status.CRASHED, f"the candidate described its output wrongly ({e}) during "
+                                             f"{self.j.phase_name}") from None
+        except OutputUnreadable as e:
+            raise TaskFailed(Status.RUNTIME_ERROR, f"the judge cannot read the output during {self.j.phase_name}: "
+                                                   f"{e}") from None
+        if outs is None:
+            return None
+        # Outputs of two calls that overlap in the candidate's memory: one output buffer for
+        # every call. On a GPU by the addresses the judge mapped them at (a reply may name one
+        # allocation twice, its handle in two base64 spellings), on the CPU by the candidate's
+        # (the judge reads copies there, which never overlap).
+        span = span_bytes(list(outs[0].shape), list(outs[0].stride()), outs[0].element_size())
+        on_gpu = outs[0].device.type == "cuda"
+        starts = sorted((o.data_ptr() if on_gpu else a[1], i) for i, (o, a) in enumerate(zip(outs, locs)))
+        for (a, i), (b, k) in zip(starts, starts[1:]):
+            if b - a < span:
+                raise _SharedMemory(f"the outputs of calls {min(i, k) + 1} and {max(i, k) + 1} share memory (one "
+                                    "output buffer for every call?)")
+        return outs
+
     def _compare(self, sol_outs: list, ref_outs: list, n: int) -> None:
         """Every call's output against the reference's on the same values (relative L2),
         and one call, picked now, in full."""
         bound = self.j.timed_bound()
-        errors = check.batch_rel_l2(sol_outs, ref_outs) if n > 1 else []  # one call: the full comparison says it
+        errors = []  # one call: the full comparison says it
+        if n > 1:
+            errors = check.rows_rel_l2(sol_outs, ref_outs) or check.batch_rel_l2(sol_outs, ref_outs)
         for i, err in enumerate(errors):
             if not err <= bound:  # NaN fails
                 self._full(sol_outs[i], ref_outs[i], i, n, bound)  # the full comparison says why (or passes NaN twins)
@@ -1073,12 +1152,22 @@ def _locations(desc: Any, segs: list):
             yield ("addr",), at[1], size
         elif size and at[:1] in (["seg"], ["lent"]) and len(at) == 3:
             where = segs[at[1]] if at[0] == "seg" and isinstance(at[1], int) and 0 <= at[1] < len(segs) else at[1]
+            try:  # the handle, not its spelling: base64 has several for one handle
+                where = base64.b64decode(where, validate=True) if at[0] == "seg" else where
+            except (binascii.Error, TypeError, ValueError):
+                pass
             yield (at[0], where), at[2], size
 
 
 def _scheduling() -> tuple:
     """This process's nice, scheduling policy and CPUs."""
     return (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), frozenset(os.sched_getaffinity(0)))
+
+
+def _varies(rows: torch.Tensor) -> bool:
+    """Whether any row differs from the first (a drawn input that varies between calls)."""
+    flat = rows.reshape(rows.shape[0], -1)
+    return bool((flat[1:] != flat[:1]).any()) if rows.shape[0] > 1 else False
 
 
 def _rows(stacked: list, n: int) -> list[list]:
