@@ -246,7 +246,6 @@ class Timer:
         self.j, self.cfg = judge, cfg
         self.cuda = judge.device.type == "cuda"
         self.baseline = baseline
-        self.seed = unannounced_seed()  # task.py says why: every timed call's output is compared
         self.rng = random.Random()  # which calls are compared in full: picked after they ran
         self.result = PairResult(Side(), Side(), "max_samples", "cuda_burst" if self.cuda else "cpu_clock", 1, 0.0, 0.0,
                                  Side() if baseline else None)
@@ -338,8 +337,10 @@ class Timer:
         return limits.near_budget_end(self.bound_limit, budget.deadline - budget.clock(), self.bound_scaled_s)
 
     def _next_seed(self) -> int:
-        self.seed += 1
-        return self.seed
+        """Each draw's own unannounced seed, not the last one's successor: a candidate that
+        worked one seed out from its inputs (mt19937's state can be recovered from its
+        outputs, and its seeding inverted) would know every later one."""
+        return unannounced_seed()
 
     def _draw(self, n: int) -> None:
         if self.rows_draw is not False and n > 1 and self._draw_rows(n):

@@ -118,7 +118,7 @@ def _drawing_timer(get_inputs, n: int = 6) -> timing.Timer:
         "problem_path": "p.py"}
     j.spend = lambda _name: __import__("contextlib").nullcontext()
     t = object.__new__(timing.Timer)
-    t.j, t.seed, t.rows_draw = j, 1000, None
+    t.j, t.rows_draw = j, None
     first = j.make_inputs(t._next_seed())
     t.staging = [torch.empty((n, *x.shape), dtype=x.dtype) if isinstance(x, torch.Tensor) else x for x in first]
     return t
@@ -173,3 +173,9 @@ def test_one_allocation_named_twice_in_two_base64_spellings_is_still_one_buffer(
     out = {"t": "Tensor", "dtype": "float32", "shape": [4], "stride": [1], "device": "cuda"}
     with pytest.raises(timing.TaskFailed, match="share memory"):
         timing._refuse_shared_memory([{**out, "at": ["seg", 0, 0]}, {**out, "at": ["seg", 1, 0]}], [spelled, alias])
+
+
+def test_each_draw_has_its_own_seed_not_the_last_ones_successor():
+    t = object.__new__(timing.Timer)
+    seeds = [t._next_seed() for _ in range(64)]
+    assert len(set(seeds)) == 64 and not any(b - a == 1 for a, b in zip(seeds, seeds[1:]))
