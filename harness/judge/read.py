@@ -73,15 +73,10 @@ class Reader:
         return self.tensor(desc, desc.get("at"), segs or [])
 
     def tensor(self, layout: dict, at: Any, segs: list) -> Any:
-        dtype = channel.dtype_of(layout.get("dtype"))
-        shape, stride = layout.get("shape"), layout.get("stride")
-        if not (_ints(shape) and _ints(stride) and len(shape) == len(stride) and len(shape) <= 16):
-            raise channel.ChannelError("bad output shape or strides")
+        dtype, shape, stride, itemsize, span = _checked_layout(layout)
         kind, device = str(layout.get("t")), str(layout.get("device"))
         if kind != "Tensor":  # refused on its type: its values are never read
             return channel.Returned(torch.empty(shape, dtype=dtype, device="meta"), kind[:100], device[:20])
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        span = span_bytes(shape, stride, itemsize)
         if span == 0:
             return torch.empty(shape, dtype=dtype, device=device if device in ("cpu", "cuda") else "cpu")
         if not isinstance(at, list) or not at:
@@ -106,12 +101,8 @@ class Reader:
         caller's to refuse."""
         if not (isinstance(layout, dict) and layout.get("t") == "Tensor" and ats):
             return None
-        dtype = channel.dtype_of(layout.get("dtype"))
-        shape, stride, device = layout.get("shape"), layout.get("stride"), str(layout.get("device"))
-        if not (_ints(shape) and _ints(stride) and len(shape) == len(stride) and len(shape) <= 16):
-            raise channel.ChannelError("bad output shape or strides")
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        span = span_bytes(shape, stride, itemsize)
+        dtype, shape, stride, itemsize, span = _checked_layout(layout)
+        device = str(layout.get("device"))
         if span == 0 or span % itemsize:
             return None
         if device == "cpu":
@@ -128,9 +119,7 @@ class Reader:
         outs = []
         for _, index, offset in ats:
             if index not in typed:
-                if not 0 <= index < len(segs) or not isinstance(segs[index], str):
-                    raise channel.ChannelError("an output in a segment the reply does not name")
-                base, size = self._segment(segs[index])
+                base, size = self._segment(segs, index)
                 if base % itemsize or size % itemsize:
                     return None
                 typed[index] = (torch.as_tensor(cuda_ipc.DeviceBytes(base, size), device=self.device).view(dtype), size)
@@ -166,14 +155,16 @@ class Reader:
                 raise OutputUnreadable(f"an output in lent buffer {index}, which the judge never lent")
             base, size = t.data_ptr(), t.numel() * t.element_size()
         else:
-            if not 0 <= index < len(segs) or not isinstance(segs[index], str):
-                raise channel.ChannelError("an output in a segment the reply does not name")
-            base, size = self._segment(segs[index])
+            base, size = self._segment(segs, index)
         if offset < 0 or offset + span > size:
             raise OutputUnreadable(f"an output of {span} bytes at offset {offset} of a {size}-byte allocation")
         return torch.as_tensor(cuda_ipc.DeviceBytes(base + offset, span), device=self.device)
 
-    def _segment(self, b64: str) -> tuple[int, int]:
+    def _segment(self, segs: list, index: int) -> tuple[int, int]:
+        """(address here, bytes) of the allocation a reply names at `index`, mapped once."""
+        if not 0 <= index < len(segs) or not isinstance(segs[index], str):
+            raise channel.ChannelError("an output in a segment the reply does not name")
+        b64 = segs[index]
         try:
             handle = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError):
@@ -232,6 +223,16 @@ class Reader:
         if self._mem is not None:
             os.close(self._mem)
             self._mem = None
+
+
+def _checked_layout(layout: dict) -> tuple[torch.dtype, list[int], list[int], int, int]:
+    """(dtype, shape, strides, bytes an element, bytes spanned) of an output's description, checked."""
+    dtype = channel.dtype_of(layout.get("dtype"))
+    shape, stride = layout.get("shape"), layout.get("stride")
+    if not (_ints(shape) and _ints(stride) and len(shape) == len(stride) and len(shape) <= 16):
+        raise channel.ChannelError("bad output shape or strides")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return dtype, shape, stride, itemsize, span_bytes(shape, stride, itemsize)
 
 
 def _ints(xs: Any) -> bool:

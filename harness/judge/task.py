@@ -200,8 +200,20 @@ class Judge:
         until the candidate's next request."""
         if not settled:
             self.quiesce()
-        try:
+        with self._reading():
             return self.reader.read(reply.get(key), reply.get("segs"))
+
+    def read_rows(self, layout: Any, ats: list, segs: list) -> list[torch.Tensor] | None:
+        """A batch's outputs, one alike tensor a call, read at once (Reader.read_rows;
+        None where they are not laid out for it). The candidate is frozen and drained."""
+        with self._reading():
+            return self.reader.read_rows(layout, ats, segs)
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """A description the candidate got wrong is its crash; memory the judge cannot read, a runtime error."""
+        try:
+            yield
         except channel.ChannelError as e:
             raise TaskFailed(Status.CRASHED, f"the candidate described its output wrongly ({e}) during "
                                              f"{self.phase_name}") from None

@@ -51,7 +51,7 @@ from ..shared import batches, channel, hold, sandbox, stats
 from . import check, held
 from ..discover import shapes
 from ..shared.locate import Locator
-from .read import OutputUnreadable, span_bytes
+from .read import span_bytes
 from ..records import Flag, Status
 from . import limits, stopping
 from .task import Judge, TaskFailed, unannounced_seed
@@ -168,12 +168,18 @@ def empty_holds(judge: Judge, n: int = EMPTY_BATCHES,
 
     def one() -> float:
         judge.run_reference_once()
-        q = judge.holds.queue(0, limit)
-        judge.drain.wait()
-        judge.flush_caches()
-        return judge.holds.release("candidate", q.seq, limit) + judge.drain.settle()
+        return empty_hold(judge, limit)
 
     return _repeat(one, n, enough)
+
+
+def empty_hold(judge: Judge, limit: limits.Limit, idle_within_s: float = 60.0) -> float:
+    """Seconds of one empty held batch of the candidate's: queued, the GPU drained (for at
+    most `idle_within_s`) and L2 flushed, then released and timed to its done word."""
+    q = judge.holds.queue(0, limit)
+    judge.drain.wait(limit_s=idle_within_s)
+    judge.flush_caches()
+    return judge.holds.release("candidate", q.seq, limit) + judge.drain.settle()
 
 
 def _repeat(measure: Callable[[], float], n: int, enough: Callable[[int, float], bool] | None) -> list[float]:
@@ -508,10 +514,7 @@ class Timer:
         below the one measured at the start."""
         with self.spent("fixed"):
             limit = limits.for_other(self.j.ref_call_s, "batch")
-            q = self.j.holds.queue(0, limit)
-            self.j.drain.wait(limit_s=HOLD_BUSY_S)
-            self._flush()
-            sol = self.j.holds.release("candidate", q.seq, limit) + self.j.drain.settle()
+            sol = empty_hold(self.j, limit, idle_within_s=HOLD_BUSY_S)
             self._flush()
             ref = self.j.holds.reference(batches.Eager(self.j.forward_reference, []), 0, limit)[0]
         return sol, ref
@@ -761,27 +764,15 @@ class Timer:
         if not all(type(a) is list and len(a) == 1 for a in ats[1:]):
             return None
         locs = [first.get("at"), *(a[0] for a in ats[1:])]
-        try:
-            outs = self.j.reader.read_rows(first, locs, segs)
-        except channel.ChannelError as e:
-            raise TaskFailed(Status.CRASHED, f"the candidate described its output wrongly ({e}) during "
-                                             f"{self.j.phase_name}") from None
-        except OutputUnreadable as e:
-            raise TaskFailed(Status.RUNTIME_ERROR, f"the judge cannot read the output during {self.j.phase_name}: "
-                                                   f"{e}") from None
+        outs = self.j.read_rows(first, locs, segs)
         if outs is None:
             return None
-        # Outputs of two calls that overlap in the candidate's memory: one output buffer for
-        # every call. On a GPU by the addresses the judge mapped them at (a reply may name one
-        # allocation twice, its handle in two base64 spellings), on the CPU by the candidate's
-        # (the judge reads copies there, which never overlap).
+        # Overlaps on a GPU by the addresses the judge mapped the outputs at (a reply may name
+        # one allocation twice, its handle in two base64 spellings), on the CPU by the
+        # candidate's (the judge reads copies there, which never overlap).
         span = span_bytes(list(outs[0].shape), list(outs[0].stride()), outs[0].element_size())
         on_gpu = outs[0].device.type == "cuda"
-        starts = sorted((o.data_ptr() if on_gpu else a[1], i) for i, (o, a) in enumerate(zip(outs, locs)))
-        for (a, i), (b, k) in zip(starts, starts[1:]):
-            if b - a < span:
-                raise _SharedMemory(f"the outputs of calls {min(i, k) + 1} and {max(i, k) + 1} share memory (one "
-                                    "output buffer for every call?)")
+        _refuse_overlaps([((), o.data_ptr() if on_gpu else a[1], span, i) for i, (o, a) in enumerate(zip(outs, locs))])
         return outs
 
     def _compare(self, sol_outs: list, ref_outs: list, n: int) -> None:
@@ -1162,11 +1153,12 @@ class _SharedMemory(TaskFailed):
 def _refuse_shared_memory(descs: list, segs: list) -> None:
     """Raise _SharedMemory where the outputs of two calls overlap in the candidate's
     memory (by the locations it gave: on the CPU the judge reads copies, which never do)."""
-    spans = []
-    for i, desc in enumerate(descs):
-        for key, start, size in _locations(desc, segs):
-            spans.append((key, start, start + size, i))
-    spans.sort()
+    _refuse_overlaps([(key, start, size, i) for i, desc in enumerate(descs) for key, start, size in _locations(desc, segs)])
+
+
+def _refuse_overlaps(spans: list[tuple]) -> None:
+    """Raise _SharedMemory where two calls' outputs overlap: spans (memory, start, bytes, call)."""
+    spans = sorted((key, start, start + size, i) for key, start, size, i in spans)
     for (ka, a0, a1, i), (kb, b0, b1, k) in zip(spans, spans[1:]):
         if ka == kb and b0 < a1 and i != k:
             raise _SharedMemory(f"the outputs of calls {min(i, k) + 1} and {max(i, k) + 1} share memory (one output "

@@ -58,10 +58,11 @@ def test_an_unreadable_address_is_named():
 
 
 def _timer_reading(monkeypatch) -> timing.Timer:
+    from harness.judge.task import Judge
+
     t = object.__new__(timing.Timer)
-    reader = _reader()
-    t.j = SimpleNamespace(reader=reader, phase_name="timing", quiesce=lambda: None,
-                          read=lambda reply, settled=True: reader.read(reply["out"], reply.get("segs")))
+    t.j = object.__new__(Judge)
+    t.j.reader, t.j.phase_name, t.j.quiesce = _reader(), "timing", lambda: None
     return t
 
 
@@ -179,3 +180,17 @@ def test_each_draw_has_its_own_seed_not_the_last_ones_successor():
     t = object.__new__(timing.Timer)
     seeds = [t._next_seed() for _ in range(64)]
     assert len(set(seeds)) == 64 and not any(b - a == 1 for a, b in zip(seeds, seeds[1:]))
+
+
+def test_a_batch_read_at_once_that_cannot_be_read_is_a_runtime_error_and_a_bad_layout_a_crash(monkeypatch):
+    t = _timer_reading(monkeypatch)
+    first = _layout(torch.randn(4))
+    try:
+        with pytest.raises(timing.TaskFailed, match="cannot read") as unreadable:
+            t._read_calls({"first": {**first, "at": ["addr", 8]}, "ats": [[], [["addr", 64]]], "odd": {}, "segs": []}, 2)
+        assert unreadable.value.status == timing.Status.RUNTIME_ERROR
+        with pytest.raises(timing.TaskFailed, match="described its output wrongly") as crashed:
+            t._read_calls({"first": {**first, "shape": [-1]}, "ats": [[], [["addr", 64]]], "odd": {}, "segs": []}, 2)
+        assert crashed.value.status == timing.Status.CRASHED
+    finally:
+        t.j.reader.close()
