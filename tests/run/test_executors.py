@@ -39,16 +39,28 @@ def _parent(pid: int) -> int:
         return 0
 
 
-def _busy_dask_worker(root: int) -> int | None:
-    """A Dask worker process under `root` whose judge has a candidate (a task in
-    flight, not a judge started ahead)."""
+def _age(pid: int) -> float:
+    """Seconds since `pid` started (0 when it is gone)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return float(Path("/proc/uptime").read_text().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _busy_dask_worker(root: int, min_age: float) -> int | None:
+    """A Dask worker process under `root` whose judge has had a candidate for at
+    least `min_age` seconds: a task in flight (not a judge started ahead) that
+    will not end before the kill lands. Killing a worker whose task had just
+    replied killed no task at all (CI, stop 43: no task ran twice)."""
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
     parents = {p: _parent(p) for p in pids}
     for pid in pids:
         if b"harness.judge" not in _cmdline(pid):
             continue
         worker = parents[pid]
-        has_candidate = any(parents[c] == pid and b"harness.candidate" in _cmdline(c) for c in pids)
+        has_candidate = any(parents[c] == pid and b"harness.candidate" in _cmdline(c) and _age(c) >= min_age
+                            for c in pids)
         chain, p = [], worker
         while p and p != root and len(chain) < 6:
             chain.append(p)
@@ -69,9 +81,10 @@ def test_dask_executor_matches_local_and_survives_a_killed_worker(kbench_cache, 
     killed = None
     deadline = time.monotonic() + 300
     while killed is None and proc.poll() is None and time.monotonic() < deadline:
-        worker = _busy_dask_worker(proc.pid)
+        # hang.py's candidate lives 10 s (HANG_LIMITS); no other task's lives 3 s here, and
+        # one that did would still be in flight when the kill lands at once.
+        worker = _busy_dask_worker(proc.pid, min_age=3.0)
         if worker is not None:
-            time.sleep(0.5)  # well inside the task
             os.kill(worker, signal.SIGKILL)
             killed = worker
         time.sleep(0.2)
