@@ -11,6 +11,7 @@ The entrance, and all that other stages call:
   build_all(tasks, BuildConfig) -> {task key: BuildResult}   submit sources, get artifacts
   intact(ext_dir)                                           a cached build still whole
   loader_env(ext_dir)                                       the compiler names its loader must see
+  failed_calls(ext_dir)                                     builder calls that failed there, raised again, not compiled
   toolchain_versions(device)                                what a build's key holds of the host's
       Python, torch and compilers (imports torch: a Dask worker calls it ahead of its tasks)
   compile_slots(), build_nice(rank, at_once)                the host's compile capacity
@@ -28,7 +29,7 @@ read what those two made), errors.py (one line per failed build).
 May import: records.py, shared/.
 """
 from .queue import build_nice, compile_slots
-from .stage import LOADER_ENV, BuildConfig, build_all, intact, loader_env, toolchain_versions
+from .stage import LOADER_ENV, BuildConfig, build_all, failed_calls, intact, loader_env, toolchain_versions
 
-__all__ = ["LOADER_ENV", "BuildConfig", "build_all", "build_nice", "compile_slots", "intact", "loader_env",
-           "toolchain_versions"]
+__all__ = ["LOADER_ENV", "BuildConfig", "build_all", "build_nice", "compile_slots", "failed_calls", "intact",
+           "loader_env", "toolchain_versions"]

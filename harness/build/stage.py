@@ -389,7 +389,7 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     # A finished build is cached whatever the import did after it, and so is a compiler's
     # error; a timeout, a death before any build ended, or a compiler the host killed is not.
     if data.pop("cache", True) and data["status"] not in (Status.TIMEOUT.value, Status.CRASHED.value):
-        _store_record(ext_dir, data, compilers)
+        _store_record(ext_dir, data, compilers, _failed_calls(events))
     return _result(data, outcome.seconds, cached=False, ext_dir=ext_dir), log, wants
 
 
@@ -435,6 +435,27 @@ def _after_build(events: list[dict], outcome) -> dict | None:
     return {"status": "ok", "message": ""}
 
 
+# At most this many failed builder calls are kept for the candidate to raise again, each
+# with at most this much of its text (a compiler's first errors come first).
+MAX_FAILED_CALLS, MAX_FAILED_TEXT = 8, 64 << 10
+
+
+def _failed_calls(events: list[dict]) -> dict[str, str]:
+    """The builder calls whose compile failed in the build process, by digest
+    (load.call_digest), with torch's error text: the candidate raises that error
+    for the same call instead of compiling it again (load.install_build_hooks).
+    Told by the build process, which ran solution code: whatever it says here
+    only makes that solution's own build fail in its candidate. A failure that was
+    the host's (transient: a killed compiler) is compiled again there."""
+    found: dict[str, str] = {}
+    for e in events:
+        call, text = e.get("call"), e.get("text")
+        if (e["compile"] == "failed" and isinstance(call, str) and re.fullmatch(r"[0-9a-f]{64}", call)
+                and isinstance(text, str) and not transient(text) and len(found) < MAX_FAILED_CALLS):
+            found[call] = text[:MAX_FAILED_TEXT]
+    return found
+
+
 def _valid_wants(wants) -> list[dict]:
     """The build process ran solution code: take only well-formed PCH wishes from it
     (flags are checked again against pch's list before any is made)."""
@@ -474,11 +495,13 @@ def _files(ext_dir: Path) -> dict[str, str]:
     return found
 
 
-def _store_record(key_dir: Path, data: dict, compilers: dict[str, str] | None = None) -> None:
+def _store_record(key_dir: Path, data: dict, compilers: dict[str, str] | None = None,
+                  failed_calls: dict[str, str] | None = None) -> None:
     path = _record_path(key_dir, ".json")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"result": data, "files": _files(key_dir / "ext"), "compilers": compilers or {}}))
+    tmp.write_text(json.dumps({"result": data, "files": _files(key_dir / "ext"), "compilers": compilers or {},
+                               "failed_calls": failed_calls or {}}))
     os.replace(tmp, path)
 
 
@@ -496,11 +519,22 @@ def loader_env(ext_dir: str) -> dict[str, str]:
     """What the candidate's environment must name for torch's loader to find this build up
     to date: the compilers its build process ran under, where they differ from kbench's
     own; {} for none."""
+    return {k: v for k, v in _record_strings(ext_dir, "compilers").items() if k in LOADER_ENV}
+
+
+def failed_calls(ext_dir: str) -> dict[str, str]:
+    """The builder calls that failed in this build's process, for its candidate to
+    raise again without compiling (_failed_calls); {} for none."""
+    return _record_strings(ext_dir, "failed_calls")
+
+
+def _record_strings(ext_dir: str, field: str) -> dict[str, str]:
+    """A {str: str} field of a build's record; {} where there is none."""
     record = _load_record(Path(ext_dir).parent) if ext_dir else None
-    found = record.get("compilers") if record else None
+    found = record.get(field) if record else None
     if not isinstance(found, dict):
         return {}
-    return {k: v for k, v in found.items() if k in LOADER_ENV and isinstance(v, str)}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _load_record(key_dir: Path) -> dict | None:

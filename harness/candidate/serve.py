@@ -95,7 +95,9 @@ class Candidate:
         torch.backends.cudnn.allow_tf32 = False
         cast_to = msg.get("precision", "fp32")  # --precision: the judge casts its side the same way
         precision.exact_half_matmuls(cast_to)
-        self.hooks = load.install_build_hooks(self.device.type)
+        failed = msg.get("failed_calls")  # builds that failed in the build process: raised again, not compiled
+        failed = {k: v for k, v in failed.items() if isinstance(v, str)} if isinstance(failed, dict) else {}
+        self.hooks = load.install_build_hooks(self.device.type, failed=failed)
         self.snapshot = guard.snapshot()
         init = self.lent(msg["init"], fds)
         state = self.lent(msg["state"], fds)

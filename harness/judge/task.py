@@ -360,7 +360,8 @@ class Judge:
         fds: list[int] = []
         state = [[k, v] for k, v in self.ref.state_dict().items()]
         msg = {"op": "load", "solution_path": os.path.abspath(self.spec["solution_path"]), "device": self.spec["device"],
-               "ext_dir": self.spec.get("extensions_dir"), "compilers": self.spec.get("compilers") or {}, "seed": seed,
+               "ext_dir": self.spec.get("extensions_dir"), "compilers": self.spec.get("compilers") or {},
+               "failed_calls": self.spec.get("failed_calls") or {}, "seed": seed,
                "precision": self.precision,
                "init": channel.encode(self.shared.lend(init), fds),
                "state": channel.encode([[k, self.shared.alloc_like(v)] for k, v in state], fds)}

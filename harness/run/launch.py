@@ -177,6 +177,7 @@ def evaluate(
         "precision": opts.precision,
         "extensions_dir": built.ext_dir,
         "compilers": build.loader_env(built.ext_dir),  # the names torch's loader must find in build.ninja
+        "failed_calls": build.failed_calls(built.ext_dir),  # raised again in the candidate, not compiled
         "shape": shape,
         "triton_cache": _triton_entry(task, cfg),
     }

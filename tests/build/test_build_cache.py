@@ -218,3 +218,82 @@ def test_where_cxx_and_cc_are_set_the_candidates_load_finds_its_build_up_to_date
     assert "[kbench: build cached in" in second_log, second_log[-3000:]
     builds = [p for p in (tmp_path / "cache" / "builds").iterdir() if (p / "ext").is_dir()]
     assert builds and all(build.intact(str(p / "ext")) for p in builds)
+
+
+FALLBACK = '''
+import os
+import torch
+from torch.utils.cpp_extension import load
+
+folder = os.environ["TORCH_EXTENSIONS_DIR"]
+os.makedirs(folder, exist_ok=True)
+path = os.path.join(folder, "kernel.cpp")
+with open(path, "w") as f:  # {per_process}
+    f.write({source!r} + {suffix})
+try:
+    load(name="kbench_test_{name}", sources=[path], is_python_module=False)
+    built = True
+except RuntimeError as e:
+    built = False
+    print("the build raised:", str(e).splitlines()[0][:60])
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x + y - 1.0)
+'''
+REPLAYED = "failed to build in the build process; its error is raised again here without compiling"
+
+
+@pytest.mark.parametrize("per_process", [False, True])
+def test_a_build_that_failed_and_was_caught_fails_again_in_the_candidate_without_compiling(tmp_path, per_process):
+    """A solution that catches its failed build and falls back to PyTorch: the build
+    process compiled and failed; the candidate's same call raises torch's error again
+    at once (its import compiled it a second time, minutes of nvcc on a GPU). A call
+    that differs between the two processes (here its source file's bytes) is
+    compiled again, as before."""
+    from harness import Session
+
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    name = "fallback_pid" if per_process else "fallback"
+    suffix = '"// " + str(os.getpid()) + "\\n"' if per_process else '""'
+    solution = FALLBACK.format(source=BAD, name=name, suffix=suffix, per_process=per_process)
+    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        result = session.evaluate(problem, solution)
+    log = Path(result.log_path).read_text()
+    assert result.status == Status.OK, (result, log[-2000:])
+    assert "the build raised: Error building extension 'kbench_test_" in log, log[-2000:]
+    assert (REPLAYED in log) is not per_process, log[-2000:]
+
+
+def test_only_well_formed_failures_of_the_host_kind_are_kept_for_the_candidate():
+    """What the build process tells is kept only as digests with texts, and not a
+    compiler the host killed (built again in the candidate)."""
+    good, other = "a" * 64, "b" * 64
+    killed = "c++: fatal error: Killed signal terminated program cc1plus"
+    events = [{"compile": "start"}, {"compile": "failed", "text": "a.cpp:1:1: error: x", "call": good},
+              {"compile": "failed", "text": killed, "call": other},
+              {"compile": "failed", "text": "x", "call": "../../etc"},
+              {"compile": "failed", "text": 3, "call": good[1:] + "c"}, {"compile": "done"}]
+    assert build._failed_calls(events) == {good: "a.cpp:1:1: error: x"}
+
+
+def test_a_call_digest_names_every_argument_and_the_bytes_of_loaded_files(tmp_path):
+    import inspect
+
+    from harness.build import load as loader
+
+    def load(name, sources, extra_cflags=None, verbose=False):  # the shape of torch's
+        pass
+
+    sig = inspect.signature(load)
+    src = tmp_path / "k.cpp"
+    src.write_text("int a;\n")
+    first = loader.call_digest("load", sig, ("n", [str(src)]), {})
+    assert first == loader.call_digest("load", sig, ("n",), {"sources": [src]})  # a Path is its text
+    assert first != loader.call_digest("load", sig, ("n", [str(src)]), {"extra_cflags": ["-O3"]})
+    src.write_text("int b;\n")
+    assert first != loader.call_digest("load", sig, ("n", [str(src)]), {})
+    assert loader.call_digest("load", sig, ("n", [str(tmp_path / "missing.cpp")]), {}) is None
+    assert loader.call_digest("load", sig, ("n", [object()]), {}) is None
