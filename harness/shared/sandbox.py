@@ -301,6 +301,23 @@ def _stat_line(pid: int) -> str | None:
         return None
 
 
+_PF_EXITING = 0x4  # include/linux/sched.h: the task is in do_exit
+
+
+def exiting(pid: int) -> bool:
+    """Whether process `pid` is on its way out: in the kernel's exit path (a crash
+    that is tearing down a large address space or a GPU context), a zombie, or
+    gone. False for one that is alive, running, asleep or stopped."""
+    line = _stat_line(pid)
+    if not line or ")" not in line:
+        return True
+    fields = _fields(line)
+    try:
+        return fields[0] in ("Z", "X", "x") or bool(int(fields[6]) & _PF_EXITING)
+    except (IndexError, ValueError):
+        return False
+
+
 def _all_stats() -> dict[int, list[str]]:
     """Every process's stat fields (from the state on), by pid; those gone since
     the listing are left out."""
