@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -367,6 +368,11 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> di
             seen.update(proc=proc, seconds=exited - started)
             results = out / "results.json"
             seen["bytes_at_exit"] = results.read_bytes() if results.is_file() else None
+            # The second run of the build 22_cache_poisoning attacked (test_escapes reads it)
+            # goes beside the waits below: both are on the suite's longest chain.
+            pool = ThreadPoolExecutor(max_workers=1)
+            seen["victim_rerun"] = pool.submit(_victim_rerun, cache, tmp)
+            pool.shutdown(wait=False)
             time.sleep(max(0.0, exited + 3 - time.monotonic()))
             seen["alive_after_3s"] = {pid: _cmdline(pid) for pid in marker_pids() - markers_before}
             time.sleep(max(0.0, exited + 5 - time.monotonic()))
@@ -378,6 +384,28 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> di
                 path.unlink(missing_ok=True)
     seen["data"] = json.loads(seen["bytes_at_exit"]) if seen["bytes_at_exit"] else None
     return seen
+
+
+# The build the cache-poisoning fixture (22_cache_poisoning) attacks; a second run on the
+# same cache must find it working (test_escapes).
+POISON_VICTIM = "00_legit/level1/2_Affine/verbose_zeros_like.py"
+
+
+def _victim_rerun(cache: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """The poisoning's victim alone, judged again on the adversarial run's cache: the
+    run and its folder. Run from a thread beside the session fixture's waits, so not
+    through run_cli, whose progress lines switch pytest's capture off and on."""
+    solutions = tmp / "victim_only"
+    dest = solutions / "escapes" / "level1" / "2_Affine" / Path(POISON_VICTIM).name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes((ADVERSARIAL / "cpu" / POISON_VICTIM).read_bytes())
+    out = tmp / "second"
+    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(ADVERSARIAL / "problems"),
+                           "--solutions", str(solutions), "--out", str(out), "--device", "cpu", "--time-budget", "1",
+                           "--timeout", "120", "-p", "2_Affine"],
+                          cwd=ROOT, env={**os.environ, "KBENCH_CACHE": str(cache), "PYTHONUNBUFFERED": "1"},
+                          capture_output=True, text=True, timeout=900)
+    return proc, out
 
 
 def _cmdline(pid: int) -> str:

@@ -9,15 +9,13 @@ watches what happens after kbench has exited:
 (d) the build the cache-poisoning fixture attacked still works in a second run;
 and every escape fixture gets the verdict it declares."""
 import json
-import shutil
 
 import pytest
 
-from conftest import ROOT
+from conftest import POISON_VICTIM, ROOT
 from expect import mismatches
 
 CPU = ROOT / "tests" / "fixtures" / "adversarial" / "cpu"
-PROBLEMS = ROOT / "tests" / "fixtures" / "adversarial" / "problems"
 ESCAPES = [
     "13_forged_verdict/level1/2_Affine/stack_walk_result.py",
     "13_forged_verdict/level1/2_Affine/gc_result_path.py",
@@ -30,22 +28,7 @@ ESCAPES = [
     "22_cache_poisoning/level1/2_Affine/poison_victim_build.py",
     "23_write_outside/level1/2_Affine/home_and_tmp.py",
 ]
-VICTIM = "00_legit/level1/2_Affine/verbose_zeros_like.py"
-
-
-def _solutions(root, files):
-    """A solutions tree with one set, `escapes`, holding copies of `files`."""
-    for rel in files:
-        dest = root / "escapes" / "level1" / "2_Affine" / rel.split("/")[-1]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(CPU / rel, dest)
-    return root
-
-
-def _run(run_cli, solutions, out, cache):
-    return run_cli("run", "--problems", str(PROBLEMS), "--solutions", str(solutions), "--out", str(out),
-                   "--device", "cpu", "--time-budget", "1", "--timeout", "120", "-p", "2_Affine",
-                   env={"KBENCH_CACHE": str(cache)})
+VICTIM = POISON_VICTIM
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +61,10 @@ def test_nothing_written_outside_scratch(escaped):
     assert escaped["pwned"] == []
 
 
-def test_poisoned_cache_leaves_the_victim_working(escaped, run_cli):
-    """A second run with the same build cache: the victim's cached build still loads and passes."""
-    solutions = _solutions(escaped["tmp"] / "victim_only", [VICTIM])
-    out = escaped["tmp"] / "second"
-    proc = _run(run_cli, solutions, out, escaped["cache"])
+def test_poisoned_cache_leaves_the_victim_working(escaped):
+    """A second run with the same build cache (conftest._victim_rerun, started as the
+    session run ended): the victim's cached build still loads and passes."""
+    proc, out = escaped["victim_rerun"].result(timeout=900)
     assert (out / "results.json").is_file(), proc.stderr[-3000:]
     (victim,) = json.loads((out / "results.json").read_text())["results"]
     assert victim["status"] == "ok", victim["message"]
