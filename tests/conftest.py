@@ -401,7 +401,7 @@ def _victim_rerun(cache: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, 
     dest.write_bytes((ADVERSARIAL / "cpu" / POISON_VICTIM).read_bytes())
     out = tmp / "second"
     proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(ADVERSARIAL / "problems"),
-                           "--solutions", str(solutions), "--out", str(out), "--device", "cpu", "--time-budget", "1",
+                           "--solutions", str(solutions), "--out", str(out), "--device", "cpu", "--no-timing",
                            "--timeout", "120", "-p", "2_Affine"],
                           cwd=ROOT, env={**os.environ, "KBENCH_CACHE": str(cache), "PYTHONUNBUFFERED": "1"},
                           capture_output=True, text=True, timeout=900)
