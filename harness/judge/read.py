@@ -4,7 +4,7 @@ The candidate says where an output lies (locate.py); this module
 turns that into a tensor the judge holds: on a GPU a view of the candidate's
 allocator segment, mapped here over CUDA IPC (cuda_ipc.py), or of the judge's
 own lent buffer for an output written into a lent input; on the CPU a copy of
-the bytes read through /proc/<pid>/mem. No value the candidate computed is
+the bytes read with process_vm_readv, else through /proc/<pid>/mem. No value the candidate computed is
 sent: what is read is what the memory holds after the call, so an output
 finished later (on request, by a thread, by a replay) is read unfinished.
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import concurrent.futures
+import ctypes
+import errno
 import os
 from typing import Any, Callable
 
@@ -52,6 +54,7 @@ class Reader:
         self._reads = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kbench-read")
         self._maps: dict[bytes, tuple[int, int]] = {}  # handle -> (address here, allocation size)
         self._mem: int | None = None  # /proc/<pid>/mem, opened once
+        self._vm_read = True  # process_vm_readv allowed (_copy)
 
     def read(self, desc: Any, segs: list | None = None) -> Any:
         """The output structure a reply describes, tensors read from where it says."""
@@ -132,11 +135,10 @@ class Reader:
     def _read_host_many(self, addresses: list[int], span: int) -> torch.Tensor:
         """The `span` bytes at each address, one after another, read in one job."""
         out = torch.empty(len(addresses) * span, dtype=torch.uint8)
-        view = memoryview(out.numpy())
 
         def read_all() -> tuple[int, int] | None:
             for i, address in enumerate(addresses):
-                got = os.preadv(self._mem, [view[i * span:(i + 1) * span]], address)
+                got = self._copy(out, i * span, address, span)
                 if got != span:
                     return i, got
             return None
@@ -181,14 +183,34 @@ class Reader:
 
     def _read_host(self, address: int, span: int) -> torch.Tensor:
         out = torch.empty(span, dtype=torch.uint8)
-        got = self._host_job(lambda: os.preadv(self._mem, [memoryview(out.numpy())], address),
+        got = self._host_job(lambda: self._copy(out, 0, address, span),
                              f"the output's {span} bytes at 0x{address:x}", f"the output's {span} bytes at 0x{address:x}")
         if got != span:
             raise OutputUnreadable(f"read {got} of the output's {span} bytes at 0x{address:x}")
         return out
 
+    def _copy(self, out: torch.Tensor, at: int, address: int, span: int) -> int:
+        """`span` bytes of the candidate's memory at `address` into `out[at:]`; how many were
+        read. process_vm_readv first: one copy, where /proc/<pid>/mem goes page by page
+        (8 MB of a child's memory: 0.59 ms against 2.67 ms, 2-core box, 2026-11-29), and on
+        the CPU path the judge reads every timed call's output. Whatever it cannot read
+        (not allowed here, or memory the candidate made unreadable: process_vm_readv does
+        not force, /proc/<pid>/mem does) is read through /proc/<pid>/mem, so what is read
+        is what it always was."""
+        got = 0
+        if self._vm_read and _VM_READV is not None and 0 <= address < (1 << 63) and span:
+            got = _vm_readv(self.pid, out.data_ptr() + at, address, span)
+            if got < 0:
+                if ctypes.get_errno() in (errno.EPERM, errno.ENOSYS):
+                    self._vm_read = False  # never allowed here: /proc/<pid>/mem from now on
+                got = 0
+        if got < span:
+            got += os.preadv(self._mem, [memoryview(out.numpy())[at + got:at + span]], address + got)
+        return got
+
     def _host_job(self, job: Callable[[], Any], what: str, where: str) -> Any:
-        """`job`'s reads of the candidate's memory, through /proc/<pid>/mem."""
+        """`job`'s reads of the candidate's memory (_copy). /proc/<pid>/mem is opened first,
+        whatever reads it: it is the fallback, and opening it is the permission check."""
         if self._mem is None:
             try:
                 self._mem = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
@@ -223,6 +245,24 @@ class Reader:
         if self._mem is not None:
             os.close(self._mem)
             self._mem = None
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_VM_READV = getattr(ctypes.CDLL(None, use_errno=True), "process_vm_readv", None)
+if _VM_READV is not None:
+    _VM_READV.restype = ctypes.c_ssize_t
+    _VM_READV.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.POINTER(_Iovec),
+                          ctypes.c_ulong, ctypes.c_ulong]
+
+
+def _vm_readv(pid: int, dest: int, address: int, span: int) -> int:
+    """process_vm_readv of `span` bytes from `address` in `pid` to `dest` here: bytes read
+    (fewer up to an unreadable page), or -1 (errno set)."""
+    local, remote = _Iovec(dest, span), _Iovec(address, span)
+    return _VM_READV(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
 
 
 def _checked_layout(layout: dict) -> tuple[torch.dtype, list[int], list[int], int, int]:

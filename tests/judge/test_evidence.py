@@ -154,3 +154,48 @@ def test_outputs_of_two_calls_in_one_buffer_are_told_by_their_locations():
     _refuse_shared_memory(in_segments, ["aGFuZGxlMQ==", "aGFuZGxlMg=="])
     with pytest.raises(_SharedMemory):
         _refuse_shared_memory(in_segments, ["aGFuZGxlMQ==", "aGFuZGxlMQ=="])  # the same segment, the same offset
+
+
+def _child_with_pages(protect_second: bool):
+    """A child process holding two pages: the first reads b'A', the second b'B' (made
+    unreadable to process_vm_readv with PROT_NONE when `protect_second`); its address."""
+    import subprocess
+    import sys
+
+    code = ("import ctypes, mmap, sys, time\n"
+            "m = mmap.mmap(-1, 2 * mmap.PAGESIZE)\n"
+            "m[:mmap.PAGESIZE] = b'A' * mmap.PAGESIZE; m[mmap.PAGESIZE:] = b'B' * mmap.PAGESIZE\n"
+            "addr = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+            "if sys.argv[1] == '1':\n"
+            "    libc = ctypes.CDLL(None, use_errno=True)\n"
+            "    assert libc.mprotect(ctypes.c_void_p(addr + mmap.PAGESIZE), mmap.PAGESIZE, 0) == 0\n"
+            "print(addr, flush=True)\n"
+            "time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, "1" if protect_second else "0"], stdout=subprocess.PIPE,
+                             text=True)
+    return child, int(child.stdout.readline())
+
+
+def test_the_cpu_read_is_one_copy_and_reads_what_proc_mem_reads(monkeypatch):
+    """Outputs are read with process_vm_readv; memory it cannot read (a page the candidate
+    made PROT_NONE) is read through /proc/<pid>/mem as before, whose forced read sees it."""
+    import mmap
+
+    from harness.judge import read
+
+    page, real = mmap.PAGESIZE, read._vm_readv
+    for protect in (False, True):
+        child, addr = _child_with_pages(protect)
+        calls = []
+        monkeypatch.setattr(read, "_vm_readv", lambda *a: calls.append(a) or real(*a))
+        try:
+            reader = Reader(torch.device("cpu"), child.pid, lambda i: None)
+            got = reader._read_host(addr, 2 * page)
+            assert bytes(got.numpy()) == b"A" * page + b"B" * page
+            rows = reader._read_host_many([addr, addr + page], page)
+            assert bytes(rows.numpy()) == b"A" * page + b"B" * page
+            assert len(calls) == 3 and reader._vm_read  # tried each time; a partial read is finished by /proc
+            reader.close()
+        finally:
+            child.kill()
+            child.wait()
