@@ -329,7 +329,7 @@ def build_ahead(problems: Path, solutions: Path, cache: Path) -> subprocess.Comp
 
 
 @pytest.fixture(scope="session")
-def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> dict:
+def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory, request) -> dict:
     """Every CPU adversarial fixture (tests/fixtures/adversarial/cpu) judged in one run, and
     what happened after kbench exited. test_adversarial, test_hang and test_escapes read
     it: each used to run its own subset again (the escapes and hangs are in this set).
@@ -368,11 +368,12 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> di
             seen.update(proc=proc, seconds=exited - started)
             results = out / "results.json"
             seen["bytes_at_exit"] = results.read_bytes() if results.is_file() else None
-            # The second run of the build 22_cache_poisoning attacked (test_escapes reads it)
-            # goes beside the waits below: both are on the suite's longest chain.
-            pool = ThreadPoolExecutor(max_workers=1)
-            seen["victim_rerun"] = pool.submit(_victim_rerun, cache, tmp)
-            pool.shutdown(wait=False)
+            # The second run of the build 22_cache_poisoning attacked goes beside the waits
+            # below (both are on the suite's longest chain), where a test reads it.
+            if any(VICTIM_RERUN_READER in item.nodeid for item in request.session.items):
+                pool = ThreadPoolExecutor(max_workers=1)
+                seen["victim_rerun"] = pool.submit(_victim_rerun, cache, tmp)
+                pool.shutdown(wait=False)
             time.sleep(max(0.0, exited + 3 - time.monotonic()))
             seen["alive_after_3s"] = {pid: _cmdline(pid) for pid in marker_pids() - markers_before}
             time.sleep(max(0.0, exited + 5 - time.monotonic()))
@@ -389,6 +390,7 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory) -> di
 # The build the cache-poisoning fixture (22_cache_poisoning) attacks; a second run on the
 # same cache must find it working (test_escapes).
 POISON_VICTIM = "00_legit/level1/2_Affine/verbose_zeros_like.py"
+VICTIM_RERUN_READER = "test_poisoned_cache_leaves_the_victim_working"
 
 
 def _victim_rerun(cache: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:

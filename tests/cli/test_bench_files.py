@@ -1,6 +1,7 @@
 """The timing benchmarks' task files, checked on the CPU through their --dry-run: every
 problem imports, draws inputs and runs its reference (small sizes), every solution
 parses and matches its problem's forward. No builds, no GPU."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -259,3 +260,26 @@ def test_calm_under_load_writes_its_copies_and_reads_results(tmp_path):
     assert calm._role(b"/usr/bin/python3\0-m\0harness.candidate\0003\0/tmp/x\0") == "candidate"
     assert calm._role(b"/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus\0-quiet\0") == "compiler"
     assert calm._role(b"bash\0-c\0python -m harness.build\0") is None
+
+
+def test_cpu_read_bench_reads_through_both_paths():
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cpu_read.py"), "--mb", "1", "--reads", "2",
+                           "--calls", "2"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("[cpu_read]")]
+    assert len(lines) == 2 and "process_vm_readv" in lines[0] and "/proc/<pid>/mem" in lines[1], done.stdout
+
+
+def test_suite_cpu_sums_each_module_from_its_tests_lines(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import suite_cpu
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    rows = [{"id": "tests/a.py::t1", "cpu": 2.0, "wall": 3.0}, {"id": "tests/b.py::t", "cpu": 5.5, "wall": 1.0},
+            {"id": "tests/a.py::t2[x]", "cpu": 1.5, "wall": 0.5}]
+    (tmp_path / "1.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n")
+    (tmp_path / "2.jsonl").write_text(json.dumps(rows[2]) + "\n")
+    table = suite_cpu.summary(tmp_path).splitlines()
+    assert table[0] == "9 CPU-s in 3 tests"
+    assert table[3:] == ["| tests/b.py | 5.5 | 1.0 | 1 |", "| tests/a.py | 3.5 | 3.5 | 2 |"]
