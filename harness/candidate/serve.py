@@ -176,7 +176,7 @@ class Candidate:
         log = batches.Log(self.locator.at, self.locator.describe)
         for out in self.batch.outs:
             log.note(out)
-        self.reply({"ok": True, **_log_fields(log), "segs": self.locator.reply_segs})
+        self.reply({"ok": True, **log.fields(), "segs": self.locator.reply_segs})
 
     def op_batch(self, msg: dict, fds: list[int]) -> None:
         """The timed request: `n` calls (eagerly, or one replay of the captured graph),
@@ -200,7 +200,7 @@ class Candidate:
         t_done = _perf()
         header = {"ms": ms, "host_ms": host_ms, "threads": guard.new_threads(before)[:3]}
         if log is not None:
-            header.update(_log_fields(log), segs=self.locator.reply_segs)
+            header.update(log.fields(), segs=self.locator.reply_segs)
         header["trace_us"] = [round((t_run - t_in) * 1e6), round((t_done - t_run) * 1e6), round((_perf() - t_done) * 1e6)]
         self.reply(header, guard_check=False)
 
@@ -230,7 +230,7 @@ class Candidate:
         self.last_held = (seq, events)
         header = {"host_ms": host_ms, "threads": guard.new_threads(before)[:3]}
         if log is not None:
-            header.update(_log_fields(log), segs=self.locator.reply_segs)
+            header.update(log.fields(), segs=self.locator.reply_segs)
         self.reply(header, guard_check=False)
 
     def op_claim(self, msg: dict, fds: list[int]) -> None:
@@ -326,10 +326,6 @@ def _spin_until_readable(poller: select.poll) -> None:
     while _perf() < end:
         if poller.poll(0):
             return
-
-
-def _log_fields(log: batches.Log) -> dict:
-    return {"first": log.first, "ats": log.ats, "odd": {str(k): v for k, v in log.odd.items()}}
 
 
 def _settle(device: torch.device) -> None:

@@ -4,9 +4,10 @@ The candidate says where an output lies (locate.py); this module
 turns that into a tensor the judge holds: on a GPU a view of the candidate's
 allocator segment, mapped here over CUDA IPC (cuda_ipc.py), or of the judge's
 own lent buffer for an output written into a lent input; on the CPU a copy of
-the bytes read with process_vm_readv, else through /proc/<pid>/mem. No value the candidate computed is
-sent: what is read is what the memory holds after the call, so an output
-finished later (on request, by a thread, by a replay) is read unfinished.
+the bytes read with process_vm_readv, else through /proc/<pid>/mem. No value
+the candidate computed is sent: what is read is what the memory holds after the
+call, so an output finished later (on request, by a thread, by a replay) is read
+unfinished.
 
 Every field is checked: shape, strides, dtype and the span they cover must
 fit inside the memory they name. A view is valid while the candidate is
@@ -192,8 +193,8 @@ class Reader:
     def _copy(self, out: torch.Tensor, at: int, address: int, span: int) -> int:
         """`span` bytes of the candidate's memory at `address` into `out[at:]`; how many were
         read. process_vm_readv first: one copy, where /proc/<pid>/mem goes page by page
-        (8 MB of a child's memory: 0.59 ms against 2.67 ms, 2-core box, 2026-11-29), and on
-        the CPU path the judge reads every timed call's output. Whatever it cannot read
+        (8 MB of a child's memory: 1.90 ms against 4.06 ms, bench/cpu_read.md), and on the
+        CPU path the judge reads every timed call's output. Whatever it cannot read
         (not allowed here, or memory the candidate made unreadable: process_vm_readv does
         not force, /proc/<pid>/mem does) is read through /proc/<pid>/mem, so what is read
         is what it always was."""

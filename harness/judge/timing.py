@@ -318,8 +318,7 @@ class Timer:
             # CPU: 0.81-0.90x against itself without, 0.89-0.95x with; 16 x 256 ReLU). On a GPU
             # the candidate encodes while its batch runs on the device; the reference's batch
             # has been waited for here.
-            json.dumps({"ms": ms, "host_ms": host_ms, "threads": [], "first": log.first, "ats": log.ats,
-                        "odd": {str(k): v for k, v in log.odd.items()}, "segs": []}).encode()
+            json.dumps({"ms": ms, "host_ms": host_ms, "threads": [], **log.fields(), "segs": []}).encode()
         if self.cuda:
             self.j.drain.wait()
         return clock() - t0, ms, host_ms

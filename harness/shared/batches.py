@@ -67,6 +67,11 @@ class Log:
         self.ats: list[list] = []  # per call, per leaf
         self.odd: dict[int, Any] = {}  # call index -> its own description
 
+    def fields(self) -> dict:
+        """What a reply says of the batch's outputs (first, ats, odd), as the judge reads it
+        (timing.py), and as the reference encodes it on the CPU to carry the same cost."""
+        return {"first": self.first, "ats": self.ats, "odd": {str(k): v for k, v in self.odd.items()}}
+
     def note(self, out: Any) -> None:
         ts = leaves(out)
         if self.first is None:
