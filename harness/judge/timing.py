@@ -496,8 +496,10 @@ class Timer:
             # Only now: the request for its claim lets the candidate run again, and the outputs
             # read above are views of its memory, valid while it is frozen. Asked before the
             # comparison, a worker thread that launches each call's kernel after forward returns
-            # finished them during the request, untimed, and was compared finished
-            # (thread_after_forward.py: ok at 1.45x its twin, H200 2026-11-28).
+            # would finish them during the request, untimed, and be compared finished
+            # (thread_after_forward.py). Its 1.45x over its twin, first read as that (H200,
+            # 2026-11-28), came again with this order, its outputs timed on the device: the
+            # twin's zero fill, which the fixture's empty_like skipped (2026-11-29).
             claim = self.j.holds.claim(q.seq)
         fixed = self._paired_fixed() if n == 1 and keep else None
         return Pair(n, ref, (seconds + late, claim, _number(q.reply.get("host_ms"))), base, outs, busy_before, fixed)

@@ -2,9 +2,10 @@
 candidate run again. The outputs it reads are views of the candidate's memory, valid while
 it is frozen; the request for the candidate's claim (its own events) continues it. Asked
 between the read and the comparison, a worker thread that launches each call's kernel after
-forward returns finished its outputs during that request, untimed, and was compared finished
-(thread_after_forward.py, H200 2026-11-28). The order is what these stand-ins record; the
-GPU run of the fixture is tests/cli/test_adversarial.py's."""
+forward returns would finish its outputs during that request, untimed, and be compared
+finished (thread_after_forward.py; the 1.45x its twin read on an H200 was the twin's zero
+fill, not this: timing.py). The order is what these stand-ins record; the GPU run of the
+fixture is tests/cli/test_adversarial.py's."""
 from types import SimpleNamespace
 
 import torch
