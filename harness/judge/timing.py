@@ -53,7 +53,7 @@ from ..discover import shapes
 from ..shared.locate import Locator
 from .read import span_bytes
 from ..records import Flag, Status
-from . import limits, stopping
+from . import limits, stopping, walk
 from .task import Judge, TaskFailed, unannounced_seed
 
 _perf = time.perf_counter
@@ -1055,7 +1055,9 @@ class Timer:
                 break
             s0 = _perf()
             try:
-                self._keep(self._settled_pair(n, graph))
+                with walk.pair():
+                    p = self._settled_pair(n, graph)
+                self._keep(p)
             except _SharedMemory as e:  # these calls were read apart when tried: not one buffer by design
                 raise TaskFailed(Status.INCORRECT, f"output of a timed call is another call's: {e.message[:200]}; "
                                  "the same calls were read apart before (a replay?)") from None
