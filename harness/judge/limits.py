@@ -80,6 +80,13 @@ HANG_BUILD_S = _seconds("KBENCH_HANG_BUILD_S", 300.0)
 # A first call that computes without end is hung all the same: once it has used its
 # limit in CPU seconds, or at HANG_BUILD_S of wall time, whichever comes first.
 PROGRESS_SHARE = 0.02
+# ...and past that CPU limit, while it also writes its compile caches (Triton's and inductor's,
+# in its scratch folder): a file within this long. Triton writes each stage of each kernel it
+# compiles there (ttir, ttgir, llir, ptx, cubin); a loop that only computes writes nothing.
+# A Triton L2Norm whose eight autotune configs unroll their column loops used all of its
+# 30 s of CPU in its first call on an idle H200 host, compiling (bench/evidence, 2026-11-29).
+# Within HANG_BUILD_S still: the candidate can write there, as it can start a child.
+COMPILE_WRITE_S = _seconds("KBENCH_HANG_COMPILE_WRITE_S", HANG_FIRST_MIN_S)
 # A later call (not timed) that computes past its wall limit runs on at most this long:
 # a busy host's share of a core for an honest call, and what a call that computes
 # without end can take before it is hung in any case.
@@ -114,9 +121,11 @@ class Limit:
             return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}, the GPU busy without a pause and "
                     f"no compiler running for the last {_duration(busy_s)} (KBENCH_HANG_BUSY_S), past "
                     f"{_duration(self.busy_after_s or 0.0)} ({self.busy_why}); candidate killed")
-        building = f"; up to {_duration(self.build_s)} while it runs a child process" if self.build_s else ""
+        building = (f"; up to {_duration(self.build_s)} while it runs a child process"
+                    + (" or writes those caches" if self.first and self.cpu_s else "") if self.build_s else "")
         computing = (f"; longer while it computes, until it has used {_duration(self.cpu_s)} of CPU"
-                     if self.cpu_s else "")
+                     + (f", then while it also writes its compile caches (a file within "
+                        f"{_duration(COMPILE_WRITE_S)})" if self.first else "") if self.cpu_s else "")
         used = f" and used {_duration(cpu_used_s)} of CPU" if cpu_used_s is not None else ""
         return (f"hung: {self.what} during {phase} ran {_duration(ran_s)}{used}, past its limit of "
                 f"{_duration(self.seconds)} ({self.why}{computing}{building}); candidate killed")

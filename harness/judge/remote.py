@@ -28,6 +28,9 @@ _perf = time.perf_counter
 # How often a request past its limit looks again whether the candidate still runs a
 # child process (a compiler), which moves the limit on (see Remote.request).
 BUILD_POLL_S = 2.0
+# Files counted in a candidate's compile caches at most (Remote.compile_files): a JIT writes
+# a few per kernel it compiles; the count is read every BUILD_POLL_S past a limit.
+MAX_CACHE_FILES = 4096
 # How often a first call samples whether the GPU is busy (BusyRule).
 BUSY_POLL_S = 0.5
 # How often a request with a `watch` calls it while its reply is out (a held batch's queueing).
@@ -62,11 +65,16 @@ class CpuRule:
     """More time for a request past its wall limit while the candidate computes (a first
     call compiling on a busy host): it runs on while `used` (CPU seconds of the candidate
     and all it started) grows by at least `min_share` of a core between two looks, until
-    it has grown by `cpu_s` over the request (limits.PROGRESS_SHARE)."""
+    it has grown by `cpu_s` over the request (limits.PROGRESS_SHARE). Past `cpu_s` it
+    runs on only while it also writes its compile caches: `files` (how many files they
+    hold) grew within the last `quiet_s` (a JIT writes each stage of each kernel it
+    compiles there; a loop that only computes writes nothing)."""
 
     cpu_s: float
     min_share: float
     used: Callable[[], float]
+    files: Optional[Callable[[], int]] = None
+    quiet_s: float = 0.0
 
 
 class _Progress:
@@ -76,12 +84,24 @@ class _Progress:
         self.rule = rule
         self.start = self.last = rule.used()
         self.t_last = t0
+        self.files = rule.files() if rule.files is not None else 0
+        self.t_files = t0 - rule.quiet_s - 1.0  # no write seen yet
+        self.writing = False  # whether the compile-cache rule has kept the request alive
 
     def computing(self, now: float) -> bool:
         used = self.rule.used()
         share = (used - self.last) / max(now - self.t_last, 1e-3)
         self.last, self.t_last = used, now
-        return used - self.start < self.rule.cpu_s and share >= self.rule.min_share
+        if self.rule.files is not None:  # every look: the time of the last write is what counts
+            files = self.rule.files()
+            if files > self.files:
+                self.files, self.t_files = files, now
+        if share < self.rule.min_share:
+            return False
+        if used - self.start < self.rule.cpu_s:
+            return True
+        self.writing = self.rule.files is not None and now - self.t_files <= self.rule.quiet_s
+        return self.writing
 
     def spent(self) -> float:
         return self.last - self.start
@@ -225,6 +245,15 @@ class Remote:
         have used so far: the kernel's accounting, not the candidate's word."""
         return process_cpu_seconds(self.proc.pid) + sandbox.started_by(os.getpid(), self.proc.pid)
 
+    def compile_files(self) -> int:
+        """Files in the candidate's compile caches (Triton's and inductor's, in its scratch
+        folder), counted up to MAX_CACHE_FILES without following links: a JIT's progress
+        that the kernel's file system shows. The candidate can write there, so this buys
+        it at most what a child process does (HANG_BUILD_S); a count held at the cap
+        gives no more time."""
+        env = sandbox.scratch_env(self.scratch)
+        return _count_files([env["TRITON_CACHE_DIR"], env["TORCHINDUCTOR_CACHE_DIR"]], MAX_CACHE_FILES)
+
     def building(self) -> bool:
         """Whether the candidate runs a child process now: torch's extension builder
         runs ninja and the compiler, Triton runs ptxas, inductor its compile workers.
@@ -309,3 +338,21 @@ class _Bounded:
     def recv_into(self, *args):
         self._arm()
         return self.sock.recv_into(*args)
+
+
+def _count_files(tops: list[str], cap: int) -> int:
+    """Plain files beneath `tops`, links neither followed nor counted; at most `cap`."""
+    count, stack = 0, list(tops)
+    while stack and count < cap:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        count += 1
+                        if count >= cap:
+                            break
+        except OSError:  # not there yet, or gone: nothing to count
+            continue
+    return count

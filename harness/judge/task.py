@@ -284,7 +284,8 @@ class Judge:
         if limit.busy_after_s is not None and self.gpu_busy is not None:
             busy = BusyRule(limit.busy_after_s, limits.HANG_BUSY_S, self.gpu_busy.busy)
         if limit.cpu_s is not None:
-            cpu = CpuRule(limit.cpu_s, limits.PROGRESS_SHARE, self.remote.cpu_used)
+            cpu = CpuRule(limit.cpu_s, limits.PROGRESS_SHARE, self.remote.cpu_used,
+                          self.remote.compile_files if limit.first else None, limits.COMPILE_WRITE_S)
         try:
             reply, blobs = self.remote.request(header, fds, None if math.isinf(limit.seconds) else limit.seconds,
                                                limit.build_s, busy, spin, cpu, watch)

@@ -169,18 +169,23 @@ def test_a_trickled_reply_cannot_stretch_the_limit():
         _end(remote, theirs)
 
 
-def _judge_side(child: bool, code: str | None = None):
+def _judge_side(child: bool, code: str | None = None, scratch: str = ""):
     """A Remote with its socket's far end, whose 'candidate' process runs a child (a
-    compiler, as far as the judge can tell) or not, or runs `code`."""
+    compiler, as far as the judge can tell) or not, or runs `code` (with its scratch
+    folder's TRITON_CACHE_DIR in the environment, as a candidate's)."""
+    import os
+
     from harness.judge.freeze import Freezer
     from harness.judge.remote import Remote
+    from harness.shared import sandbox
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     remote = Remote.__new__(Remote)
-    remote.sock = ours
+    remote.sock, remote.scratch = ours, scratch
     code = code or ("import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)" if child else
                     "import time; time.sleep(60)")
-    remote.proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    env = {**os.environ, **sandbox.scratch_env(scratch)} if scratch else None
+    remote.proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, env=env)
     remote.freezer = Freezer(remote.proc.pid)  # as Remote.__init__: stopped between requests
     remote.last_wall_s = 0.0
     time.sleep(0.5)  # its child has started
@@ -371,6 +376,82 @@ def test_computing_forever_is_hung_within_a_bound():
         assert 3.0 <= remote.last_wall_s < 4.5 and hung.value.cpu_used_s < 10.0, remote.last_wall_s
     finally:
         _end(remote, theirs)
+
+
+# A JIT at a full core that writes a stage of a kernel into its Triton cache every 0.3 s (for
+# `writes_for` seconds), as Triton's compile of an autotuned kernel's configs does.
+_JIT = """
+import os, sys, time
+folder = os.path.join(os.environ["TRITON_CACHE_DIR"], "k0")
+os.makedirs(folder)
+start = last = time.monotonic()
+i = 0
+while True:
+    now = time.monotonic()
+    if now - last > 0.3 and now - start < {writes_for}:
+        open(os.path.join(folder, f"stage{{i}}.ttir"), "w").close()
+        i, last = i + 1, now
+"""
+
+
+def _cache_rule(remote, cpu_s: float, quiet_s: float):
+    from harness.judge import limits
+    from harness.judge.remote import CpuRule
+
+    return CpuRule(cpu_s, limits.PROGRESS_SHARE, remote.cpu_used, remote.compile_files, quiet_s)
+
+
+def test_a_first_call_that_compiles_past_its_cpu_limit_runs_on_while_it_writes_its_cache(tmp_path):
+    """A Triton JIT uses its whole CPU limit (here 1 s) and goes on compiling: while it
+    writes its compile cache, it is compiling, and its reply at 3.5 s is taken."""
+    remote, theirs = _judge_side(child=False, code=_JIT.format(writes_for=60), scratch=str(tmp_path))
+    try:
+        _reply_after(theirs, 3.5)
+        reply, _ = remote.request({"op": "call"}, limit_s=1.0, build_s=20.0, cpu=_cache_rule(remote, 1.0, 1.0))
+        assert reply == {"ok": True} and 3.5 <= remote.last_wall_s < 6
+    finally:
+        _end(remote, theirs)
+
+
+def test_computing_and_writing_forever_is_hung_at_the_child_limit(tmp_path):
+    """The attacker's side: a first call that spins and writes files into its Triton
+    cache without end looks like a JIT at every look; it gets what a child process
+    gets (here 4 s of wall time), no more. One that stops writing is hung at the next
+    look after its last write has gone quiet (1 s)."""
+    from harness.judge.remote import CandidateHung
+
+    remote, theirs = _judge_side(child=False, code=_JIT.format(writes_for=60), scratch=str(tmp_path / "a"))
+    try:
+        _reply_after(theirs, 60)
+        with pytest.raises(CandidateHung) as hung:
+            remote.request({"op": "call"}, limit_s=1.0, build_s=4.0, cpu=_cache_rule(remote, 1.0, 1.0))
+        assert 4.0 <= remote.last_wall_s < 5.5 and hung.value.cpu_used_s >= 2.0, (remote.last_wall_s,
+                                                                                 hung.value.cpu_used_s)
+    finally:
+        _end(remote, theirs)
+    remote, theirs = _judge_side(child=False, code=_JIT.format(writes_for=2.0), scratch=str(tmp_path / "b"))
+    try:
+        _reply_after(theirs, 60)
+        with pytest.raises(CandidateHung):
+            remote.request({"op": "call"}, limit_s=1.0, build_s=30.0, cpu=_cache_rule(remote, 1.0, 1.0))
+        assert 2.0 <= remote.last_wall_s < 7.0, remote.last_wall_s  # quiet from ~2.5 s; looks every 2 s
+    finally:
+        _end(remote, theirs)
+
+
+def test_the_cache_count_follows_no_link_and_stops_at_its_cap(tmp_path):
+    from harness.judge.remote import _count_files
+
+    (tmp_path / "triton" / "k").mkdir(parents=True)
+    for i in range(5):
+        (tmp_path / "triton" / "k" / f"f{i}").write_text("")
+    (tmp_path / "big").mkdir()
+    for i in range(50):
+        (tmp_path / "big" / f"g{i}").write_text("")
+    (tmp_path / "triton" / "link").symlink_to(tmp_path / "big")
+    (tmp_path / "triton" / "filelink").symlink_to(tmp_path / "big" / "g0")
+    assert _count_files([str(tmp_path / "triton"), str(tmp_path / "absent")], 100) == 5
+    assert _count_files([str(tmp_path / "big")], 10) == 10
 
 
 @pytest.mark.parametrize("code", [_DEADLOCKS, _COMPUTES_THEN_WAITS], ids=["deadlocked", "computed_then_waits"])
