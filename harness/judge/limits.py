@@ -81,12 +81,14 @@ HANG_BUILD_S = _seconds("KBENCH_HANG_BUILD_S", 300.0)
 # limit in CPU seconds, or at HANG_BUILD_S of wall time, whichever comes first.
 PROGRESS_SHARE = 0.02
 # ...and past that CPU limit, while it also writes its compile caches (Triton's and inductor's,
-# in its scratch folder): a file within this long. Triton writes each stage of each kernel it
-# compiles there (ttir, ttgir, llir, ptx, cubin); a loop that only computes writes nothing.
-# A Triton L2Norm whose eight autotune configs unroll their column loops used all of its
-# 30 s of CPU in its first call on an idle H200 host, compiling (bench/evidence, 2026-11-29).
+# in its scratch folder): a file within this long. Triton writes what it compiles there (its
+# stages of each kernel: ttir, ttgir, llir, ptx, cubin); a loop that only computes writes
+# nothing. A Triton L2Norm whose eight autotune configs unroll their column loops used all of
+# its 30 s of CPU in its first call on an H200 host, compiling (bench/evidence, 2026-11-29);
+# with a 30 s window it was cut at 64 s, its writes quiet for 30 s while it still compiled
+# (one of its configs took 24 s alone on the 2-core CPU box, bench/evidence/cpu_check.md).
 # Within HANG_BUILD_S still: the candidate can write there, as it can start a child.
-COMPILE_WRITE_S = _seconds("KBENCH_HANG_COMPILE_WRITE_S", HANG_FIRST_MIN_S)
+COMPILE_WRITE_S = _seconds("KBENCH_HANG_COMPILE_WRITE_S", 120.0)
 # A later call (not timed) that computes past its wall limit runs on at most this long:
 # a busy host's share of a core for an honest call, and what a call that computes
 # without end can take before it is hung in any case.
