@@ -81,16 +81,21 @@ def should_make(store: Path, key: str) -> bool:
 _SHELL_SAFE = re.compile(r"[^$`\"\\!\n]*")
 
 
-def _checked_nvcc(argv: list[str], torch_includes: list[str], stand_in: str | None = None) -> list[str] | None:
+def _checked_nvcc(argv: list[str], torch_includes: list[str], stand_in: str | None = None,
+                  why: list[str] | None = None) -> list[str] | None:
     """nvcc's flags of a build's command (input and output dropped) when every one is on
     the list: torch's own (-D, -isystem of torch's folders exactly as torch names them,
     -gencode, --compiler-options with pch.py's flags) and common device flags; else None.
     A folder that only resolves to torch's (`TORCH/x/..`) may hold anything in x.
     `-ccbin` only as torch passes CC where CC is set, which in a build is kbench's gcc
-    stand-in (`stand_in`): dropped, kbench's own CC runs instead (_host_compiler)."""
+    stand-in (`stand_in`): dropped, kbench's own CC runs instead (_host_compiler).
+    `why`, where given, gets the first flag off the list (make() says which)."""
     from . import pch
 
-    if not all(_SHELL_SAFE.fullmatch(a) for a in argv[1:]):
+    unsafe = [a for a in argv[1:] if not _SHELL_SAFE.fullmatch(a)]
+    if unsafe:
+        if why is not None:
+            why.append(unsafe[0])
         return None
     flags, i = [], 1
     while i < len(argv):
@@ -111,6 +116,8 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str], stand_in: str | No
             i += 1
             continue
         else:
+            if why is not None:
+                why.append(" ".join(x for x in (a, value) if x is not None))
             return None
         i += 2
     return flags
@@ -134,13 +141,15 @@ def make(store: Path, want: dict, pch_root: Path | None = None, timeout: float =
     """Make, check and publish the prefix for a build's nvcc command; returns what happened."""
     from .objects import _checked_env, _torch_includes
 
-    nvcc = kbench_nvcc()
-    flags = _checked_nvcc(want["nvcc"], _torch_includes(), str(shim.stand_in(store, "gcc"))) \
+    nvcc, why = kbench_nvcc(), []
+    flags = _checked_nvcc(want["nvcc"], _torch_includes(), str(shim.stand_in(store, "gcc")), why) \
         if nvcc and want["nvcc"] else None
     env = _checked_env(want["env"], pch_root)
     if flags is None or env is None:
         # Not marked unusable: the key is the note's word until nvcc lists the same compile.
-        return "skipped: nvcc, its flags or the environment are outside kbench's list"
+        what = ("no nvcc of kbench's" if not nvcc else "no nvcc command" if not want["nvcc"]
+                else f"nvcc's flag {why[0]!r}" if flags is None else f"gcc's environment {str(want['env'])[:300]}")
+        return f"skipped: {what} outside kbench's list"
     folder = store / "nvcc-host"
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f"{want['key']}.lock", "w") as lock:

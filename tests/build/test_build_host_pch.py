@@ -162,7 +162,9 @@ def test_kbench_runs_nvcc_only_with_flags_on_its_list(extra, ok):
     assert (flags is not None) == ok
     if ok:
         assert "-c" not in flags and "/b/cuda.cu" not in flags and "-isystem" in flags
-    assert host_pch._checked_nvcc([*argv[:3], "-isystem", "/tmp", *argv[3:]], [inc]) is None
+    why: list = []
+    assert host_pch._checked_nvcc([*argv[:3], "-isystem", "/tmp", *argv[3:]], [inc], why=why) is None
+    assert why == ["-isystem /tmp"]  # make() says which flag kept it from making the prefix
     # A folder that only resolves to torch's, and a character the shell running nvcc's steps acts on.
     assert host_pch._checked_nvcc([*argv[:3], "-isystem", f"{inc}/x/..", *argv[3:]], [inc]) is None
     assert host_pch._checked_nvcc([*argv[:3], "-isystem", f"{inc}/`id`/..", *argv[3:]], [inc]) is None
