@@ -54,7 +54,7 @@ from ..shared.locate import Locator
 from .read import span_bytes
 from ..records import Flag, Status
 from . import limits, stopping, walk
-from .task import Judge, TaskFailed, unannounced_seed
+from .task import Judge, ProblemFailed, TaskFailed, unannounced_seed
 
 _perf = time.perf_counter
 TRACE = bool(os.environ.get("KBENCH_TIMING_TRACE"))  # one line per batch in the task's log
@@ -524,7 +524,7 @@ class Timer:
         """The reference's eager batch over the judge's current copies (kept from one pair
         to the next, as the candidate keeps its: each batch frees the last one's outputs)."""
         if self.ref_eager is None or self.ref_eager.copies is not self.ref_copies:
-            self.ref_eager = batches.Eager(self.j.call_reference, self.ref_copies)
+            self.ref_eager = batches.Eager(batches.reference_call(self.j.ref), self.ref_copies)
         return self.ref_eager
 
     def _reference_and_compare(self, ref_batch, outs: list, n: int, graph: bool, keep: bool) -> tuple:
@@ -536,7 +536,11 @@ class Timer:
         # is in the measure; a held batch is queued before its clock starts, so none there.
         log = None if graph or self.holding else batches.Log(_quietly(self.locator.at), _quietly(self.locator.describe))
         with self.spent("reference"):
-            ref = self._reference_batch(ref_batch, n, log, keep)
+            try:
+                ref = self._reference_batch(ref_batch, n, log, keep)
+            except batches.CallFailed as e:  # as Judge.call_reference says it
+                raise ProblemFailed(self.j.spec["problem_path"], "the reference Model's forward raised",
+                                    e.error) from None
             base = None
             if self.baseline is not None:
                 self._flush()

@@ -87,6 +87,32 @@ class Log:
         self.ats.append([self.at(t) for t in ts])
 
 
+class CallFailed(Exception):
+    """A reference call raised (reference_call): the problem's error, raised again by
+    the judge as such around the whole batch."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(error)
+        self.error = error
+
+
+def reference_call(model: Callable) -> Callable[[list], Any]:
+    """The reference's forward for its batches, under no_grad. Its errors come out as
+    CallFailed, but running out of memory: the candidate's process shares the GPU.
+    A function of this module, not a method of the judge's task, so that a batch of n
+    calls runs here, not n calls into the judge's task (issue 30: a held batch of 266
+    calls was 532 of a pair's 637 stays, bench/judge_walk.md)."""
+    def call(inputs: list) -> Any:
+        try:
+            with torch.no_grad():
+                return model(*inputs)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise CallFailed(e) from None
+    return call
+
+
 class Eager:
     """`n` calls of `call`, call i on `copies[i]`, back to back."""
 
