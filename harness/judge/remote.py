@@ -86,7 +86,6 @@ class _Progress:
         self.t_last = t0
         self.files = rule.files() if rule.files is not None else 0
         self.t_files = t0 - rule.quiet_s - 1.0  # no write seen yet
-        self.writing = False  # whether the compile-cache rule has kept the request alive
 
     def computing(self, now: float) -> bool:
         used = self.rule.used()
@@ -100,8 +99,7 @@ class _Progress:
             return False
         if used - self.start < self.rule.cpu_s:
             return True
-        self.writing = self.rule.files is not None and now - self.t_files <= self.rule.quiet_s
-        return self.writing
+        return self.rule.files is not None and now - self.t_files <= self.rule.quiet_s
 
     def spent(self) -> float:
         return self.last - self.start
