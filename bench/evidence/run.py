@@ -35,10 +35,12 @@ speedup spread over the runs (max/min - 1). Arguments after `--` go to `kbench r
     python bench/evidence/run.py --work DIR --runs 3 --md bench/evidence/record.md --json OUT.json
     python bench/evidence/run.py --work DIR --runs 3 --md OUT.md --json OUT.json -- --gpus all
     python bench/evidence/run.py --dry-run --work DIR          # write the files and check them on the CPU
+    python bench/evidence/run.py --from R1.json R2.json R3.json --md OUT.md   # one table of runs made apart
 """
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -151,6 +153,23 @@ def _device() -> str:
     return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
 
 
+def _recorded(runs: list[dict]) -> tuple[str, float, tuple]:
+    """What earlier runs' results.json say of themselves: the card and torch of the first,
+    their kbench time summed, and the first's time budget and timeout as kbench arguments."""
+    info = [r.get("run") or {} for r in runs]
+    first = info[0]
+    device = (f"{first.get('device', '?')}, torch {first.get('torch_version', '?')}, "
+              f"CUDA {first.get('cuda_version', '?')}")
+    wall = sum((datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
+               for i in info if i.get("started") and i.get("finished"))
+    options = first.get("options") or {}
+    budget = (options.get("timing") or {}).get("budget_s")
+    args = tuple(a for pair in (("--time-budget", f"{budget:g}") if budget else (),
+                                ("--timeout", f"{options['timeout']:g}") if options.get("timeout") else ())
+                 for a in pair)
+    return device, wall, args or KBENCH_ARGS
+
+
 def check_problem(path: Path) -> str:
     """tt.check_problem's checks (full-size shapes on the meta device, the reference at small sizes on the CPU), for
     references that return a tuple (30_VarMean) as well as one tensor."""
@@ -199,6 +218,9 @@ def main() -> None:
                                                         "its kernels beside the timing [one cache for all runs]")
     ap.add_argument("--md", type=Path, help="also write the Markdown record here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
+    ap.add_argument("--from", dest="merge", type=Path, nargs="+", metavar="RESULTS_JSON",
+                    help="no run: the table of these earlier runs' results.json files, one run each, in order "
+                         "(runs made in separate device calls)")
     ap.add_argument("--dry-run", action="store_true", help="write the task files and check them on the CPU; no GPU")
     ap.add_argument("--kernels", action="store_true", help="with --dry-run: also run this folder's candidates on the "
                                                            "CPU (cpu_kernels.py: Triton's interpreter, CUDA through "
@@ -206,6 +228,14 @@ def main() -> None:
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if a.merge:
+        runs = [json.loads(path.read_text()) for path in a.merge]
+        device, wall_s, args = _recorded(runs)
+        command = "python bench/evidence/run.py " + " ".join(sys.argv[1:])
+        tt.write_outputs(render(summarize(runs), device, command, wall_s, len(runs), args),
+                         {"from": [str(p) for p in a.merge], "runs": [r.get("run", {}) for r in runs],
+                          "tasks": summarize(runs)}, a.md, a.json)
+        return
     work = (a.work or Path(tempfile.mkdtemp(prefix="kbench-evidence-"))).resolve()
     problems, solutions = write_work(work)
     if a.dry_run:

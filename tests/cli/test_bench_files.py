@@ -236,6 +236,28 @@ def test_evidence_alarms_from_synthetic_results():
     assert rows[0]["task"] == "level1/15_Matmul_Square" and abs(rows[0]["spread_pct"] - 4.0) < 1e-6
 
 
+def test_evidence_table_from_runs_of_separate_calls(tmp_path):
+    """`run.py --from A B C`: the table of runs made apart (one device call each), one run per
+    results.json in order, its card and kbench's arguments read from the files themselves."""
+    row = _row("level1/15_Matmul_Square", "/w1/solutions/models/level1/15_Matmul_Square.py", 2.6, 25.0)
+    info = {"device": "NVIDIA H200", "torch_version": "2.11.0+cu130", "cuda_version": "13.0",
+            "started": "2026-11-29T06:00:00+00:00", "finished": "2026-11-29T06:04:00+00:00",
+            "options": {"timeout": 300.0, "timing": {"budget_s": 4.0}}}
+    paths = []
+    for k, speedup in enumerate((0.104, 0.1, 0.102)):
+        path = tmp_path / f"results{k + 1}.json"
+        path.write_text(json.dumps({"run": info, "results": [{**row, "speedup": speedup,
+                                                              "solution_path": row["solution_path"].replace(
+                                                                  "/w1/", f"/w{k + 1}/")}]}))
+        paths.append(str(path))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "evidence" / "run.py"), "--from", *paths,
+                           "--md", str(tmp_path / "t.md")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "t.md").read_text()
+    assert "NVIDIA H200, torch 2.11.0+cu130" in table and "(720 s, 3 runs, kbench --time-budget 4 --timeout 300)" in table
+    assert "**0 alarms over 1 honest tasks x 3 runs**" in table and "| 4.0% |" in table
+
+
 def test_calm_under_load_writes_its_copies_and_reads_results(tmp_path):
     """bench/calm_under_load.py: the accuracy set and two copies of it (sets copy2, copy3) that differ from it by one
     first line, each a build of its own; checked on the CPU. Then its table from synthetic results: a task's copies
