@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..shared import channel, precision
+from ..shared import batches, channel, precision
 from . import check
 from ..build import load
 from ..discover import shapes
@@ -253,13 +253,16 @@ class Judge:
     def call_reference(self, inputs: list) -> Any:
         """The reference's forward on inputs the judge made: it never sees the candidate's
         data, so an exception here is the problem's. Running out of memory is not: the
-        candidate's process shares the GPU (main.py names it)."""
+        candidate's process shares the GPU (main.py names it). Which errors are which is
+        batches.reference_call's, the same function the timed batches call."""
         try:
-            return self.forward_reference(inputs)
-        except torch.OutOfMemoryError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise ProblemFailed(self.spec["problem_path"], "the reference Model's forward raised", e) from None
+            return batches.reference_call(self.ref)(inputs)
+        except batches.CallFailed as e:
+            raise self.reference_failed(e) from None
+
+    def reference_failed(self, failed: batches.CallFailed) -> ProblemFailed:
+        """The task's verdict on a reference call that raised (batches.CallFailed)."""
+        return ProblemFailed(self.spec["problem_path"], "the reference Model's forward raised", failed.error)
 
     def forward_reference(self, inputs: list) -> Any:
         """call_reference without its verdict on errors: for callers that expect some

@@ -54,7 +54,7 @@ from ..shared.locate import Locator
 from .read import span_bytes
 from ..records import Flag, Status
 from . import limits, stopping, walk
-from .task import Judge, ProblemFailed, TaskFailed, unannounced_seed
+from .task import Judge, TaskFailed, unannounced_seed
 
 _perf = time.perf_counter
 TRACE = bool(os.environ.get("KBENCH_TIMING_TRACE"))  # one line per batch in the task's log
@@ -538,9 +538,8 @@ class Timer:
         with self.spent("reference"):
             try:
                 ref = self._reference_batch(ref_batch, n, log, keep)
-            except batches.CallFailed as e:  # as Judge.call_reference says it
-                raise ProblemFailed(self.j.spec["problem_path"], "the reference Model's forward raised",
-                                    e.error) from None
+            except batches.CallFailed as e:
+                raise self.j.reference_failed(e) from None
             base = None
             if self.baseline is not None:
                 self._flush()

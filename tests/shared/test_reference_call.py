@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from harness.judge import timing
-from harness.judge.task import ProblemFailed
+from harness.judge.task import Judge, ProblemFailed
 from harness.records import Status
 from harness.shared import batches
 
@@ -34,7 +34,8 @@ def test_a_reference_that_raises_in_a_timed_batch_is_the_problems_failure(tmp_pa
     problem.write_text("def forward(x):\n    raise ValueError('only in timing')\n")
     t = object.__new__(timing.Timer)
     t.spent, t.holding = timing.Spent(), True
-    t.j = type("J", (), {"spec": {"problem_path": str(problem)}})()
+    t.j = object.__new__(Judge)
+    t.j.spec = {"problem_path": str(problem)}
 
     def batch(*_):
         raise batches.CallFailed(ValueError("only in timing"))
