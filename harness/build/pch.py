@@ -91,16 +91,9 @@ def request_for(extra_cflags: list[str], with_cuda: bool) -> Request | None:
     identity = _compiler_identity(cxx)
     if identity is None:
         return None
-    try:
-        includes = cpp_extension.include_paths("cuda" if with_cuda else "cpu")
-    except OSError:  # a CUDA build without CUDA_HOME: torch fails it on its own
+    cflags = _torch_cflags(tuple(extra_cflags), bool(with_cuda))
+    if cflags is None:
         return None
-    includes.append(sysconfig.get_path("include", scheme="posix_prefix"))
-    # torch's flags for the .cpp, in torch's order (torch 2.13, _write_ninja_file_to_build_library)
-    cflags = ["-DTORCH_API_INCLUDE_EXTENSION_H"]
-    for folder in includes:
-        cflags += ["-isystem", folder]
-    cflags += ["-fPIC", "-std=c++20", *extra_cflags]
     header = _torch_header()
     if header is None:
         return None
@@ -111,6 +104,37 @@ def request_for(extra_cflags: list[str], with_cuda: bool) -> Request | None:
     flags = hashlib.sha256("\0".join(cflags).encode()).hexdigest()[:16]
     tc = toolchain.hexdigest()[:12]
     return Request(cxx, tuple(cflags), tc, f"{tc}-{flags}")
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_cflags(extra_cflags: tuple[str, ...], with_cuda: bool) -> list[str] | None:
+    """The flags torch gives a load_inline build's .cpp, in its order, less
+    -DTORCH_EXTENSION_NAME: read from the build.ninja torch itself writes for them
+    (nothing is compiled). They differ between torch versions (-std=c++17 in torch 2.11,
+    -std=c++20 in 2.13), and gcc uses a PCH only where the language flags match: a list
+    written here once held 2.13's -std=c++20, and on a torch 2.11 host gcc passed the
+    PCH over ("`__cpp_impl_three_way_comparison' not defined") in every build. None
+    where torch's private writer is not as expected: then no PCH, builds as before."""
+    import tempfile
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    # An -arch flag of the user's makes torch skip its arch list, which otherwise asks the
+    # GPUs for their capability (CUDA initialized in kbench's parent); the .cpp's flags,
+    # the only ones read, do not hold it.
+    try:
+        with tempfile.TemporaryDirectory(prefix="kbench-pch-flags-") as tmp:
+            ninja = os.path.join(tmp, "build.ninja")
+            cpp_extension._write_ninja_file_to_build_library(
+                path=ninja, name="kbench_pch_flags", sources=[os.path.join(tmp, "main.cpp")],
+                extra_cflags=list(extra_cflags), extra_cuda_cflags=["-arch=sm_90"], extra_sycl_cflags=[], extra_ldflags=[],
+                extra_include_paths=[], with_cuda=with_cuda, with_sycl=False, is_standalone=False)
+            line = next(ln for ln in Path(ninja).read_text().splitlines() if ln.startswith("cflags = "))
+    except Exception:  # a CUDA build without CUDA_HOME, a torch whose writer changed: no PCH
+        return None
+    import shlex
+
+    return [f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
 
 
 def _safe(flag: str) -> bool:

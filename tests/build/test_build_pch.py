@@ -50,6 +50,31 @@ def test_common_flags_get_a_pch_and_odd_ones_build_without():
     assert pch.wanted({"extra_cflags": [" -O3 "]}) == {"extra_cflags": ["-O3"], "with_cuda": False}
 
 
+@needs_gcc
+def test_the_pch_carries_the_flags_this_torch_gives_the_cpp(tmp_path, monkeypatch):
+    """The PCH is made with the flags the installed torch writes into build.ninja, not a
+    list of one version's: torch 2.11 compiles with -std=c++17 where 2.13 has c++20, and
+    gcc passes over a PCH made for another language standard (on a torch 2.11 GPU host
+    it did, in every build, silently)."""
+    import torch.utils.cpp_extension as ce
+
+    def torch_211_writer(path, name, sources, extra_cflags, **_):
+        Path(path).write_text(f"cflags = -DTORCH_EXTENSION_NAME={name} -DTORCH_API_INCLUDE_EXTENSION_H "
+                              f"-isystem /t/include -fPIC -std=c++17 {' '.join(extra_cflags)}\nldflags = -shared\n")
+
+    pch._torch_cflags.cache_clear()
+    monkeypatch.setattr(ce, "_write_ninja_file_to_build_library", torch_211_writer)
+    try:
+        request = pch.request_for(["-O3"], False)
+        assert request.cflags == ("-DTORCH_API_INCLUDE_EXTENSION_H", "-isystem", "/t/include", "-fPIC", "-std=c++17",
+                                  "-O3")
+        monkeypatch.setattr(ce, "_write_ninja_file_to_build_library", lambda *a, **k: 1 / 0)
+        pch._torch_cflags.cache_clear()
+        assert pch.request_for(["-O3"], False) is None  # a writer that changed: no PCH, the build as before
+    finally:
+        pch._torch_cflags.cache_clear()
+
+
 def test_a_compiler_that_is_not_gcc_gets_no_pch(tmp_path, monkeypatch):
     clang = tmp_path / "fake-clang++"
     clang.write_text("#!/bin/sh\necho 'clang version 18.1.0' >&2\n")
