@@ -101,8 +101,11 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str], stand_in: str | No
     while i < len(argv):
         a = argv[i]
         value = argv[i + 1] if i + 1 < len(argv) else None
-        if a in ("-c", "-o") or (a == "-ccbin" and stand_in is not None and value == stand_in):
+        if a in ("-c", "-o", "-MF") or (a == "-ccbin" and stand_in is not None and value == stand_in):
             i += 2
+            continue
+        if a == "-MD":  # with -MF: the depfile torch 2.11 has nvcc write for ninja; the prefix needs none
+            i += 1
             continue
         if a == "-isystem" and value in torch_includes:
             flags += [a, value]

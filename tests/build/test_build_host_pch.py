@@ -150,7 +150,8 @@ TORCH_NVCC = ["-DTORCH_EXTENSION_NAME=relu_ext", "-DTORCH_API_INCLUDE_EXTENSION_
 
 
 @pytest.mark.parametrize("extra, ok", [
-    ([], True), (["--use_fast_math", "-Xptxas", "-v", "-lineinfo"], True), (["-std", "c++17", "-gencode", "arch=compute_80,code=sm_80"], True), (["-ccbin", "/tmp/evil"], False),
+    ([], True), (["--use_fast_math", "-Xptxas", "-v", "-lineinfo"], True), (["-std", "c++17", "-gencode", "arch=compute_80,code=sm_80"], True), (["-MD", "-MF", "/b/cuda.cuda.o.d"], True),
+    (["-ccbin", "/tmp/evil"], False),
     (["-Xcompiler", "-fplugin=/tmp/x.so"], False), (["--dependency-output", "/tmp/x.d"], False),
     (["-include", "/tmp/x.h"], False), (["-Xptxas", "--output-file=/tmp/x"], False), (["-I/tmp"], False),
 ])
@@ -162,6 +163,7 @@ def test_kbench_runs_nvcc_only_with_flags_on_its_list(extra, ok):
     assert (flags is not None) == ok
     if ok:
         assert "-c" not in flags and "/b/cuda.cu" not in flags and "-isystem" in flags
+        assert "-MF" not in flags and "/b/cuda.cuda.o.d" not in flags  # a file kbench's own nvcc never writes
     why: list = []
     assert host_pch._checked_nvcc([*argv[:3], "-isystem", "/tmp", *argv[3:]], [inc], why=why) is None
     assert why == ["-isystem /tmp"]  # make() says which flag kept it from making the prefix
