@@ -384,7 +384,8 @@ def test_cpp_solution_builds_with_the_pch_same_object_same_verdict(pch_cache, ru
     assert _main_o(without).read_bytes().replace(bytes(twin), bytes(pch_cache)) == main_o.read_bytes()
     command = next(ln for ln in (main_o.parent / "build.ninja").read_text().splitlines() if ln.startswith("cflags"))
     folder = next((pch_cache / "pch").glob("*/torch")).parent
-    # torch's compiler (CXX where set: a GPU host's may be a wrapper that adds flags the PCH was made with)
+    # torch's compiler, which the build ran (CXX where set: on the H200 host /opt/gcc/bin/g++ used this PCH and the
+    # system's c++ passed it over)
     import torch.utils.cpp_extension as ce
 
     used = subprocess.run(f"{ce.get_cxx_compiler()} {command.split('=', 1)[1]} -H -fsyntax-only {main_o.parent / 'main.cpp'}",
