@@ -16,7 +16,8 @@ nvcc (a CPU build of torch gets CUDA_HOME from nvcc's folder).
         [--targets main.o,cuda.cuda.o] [--phases] --json OUT.json
 
 plain: torch's build as is. pch: main.cpp with kbench's precompiled header (made
-first if missing, not counted). objects: pch, with `c++` the object store's stand-in;
+first if missing, not counted; each row says whether gcc used it for main.o, or gcc's reason
+not to). objects: pch, with `c++` the object store's stand-in;
 after each build this script does what kbench's parent does (a host file missed by a
 second build is compiled and published by objects.publish, in this process, its CPU-s
 given as `publish`), so the third sample of a template on is a hit.
@@ -104,6 +105,35 @@ def build_env(mode: str, work: Path, arch: str) -> dict:
         if folder is not None:
             env["CPATH"] = os.pathsep.join(p for p in (str(folder), env.get("CPATH")) if p)
     return env
+
+
+def pch_verdict(build_dir: Path, env: dict) -> str:
+    """Whether gcc used kbench's PCH for main.o: its command from build.ninja, run again
+    by torch's compiler (not a stand-in) with -H -Winvalid-pch -fsyntax-only under the
+    build's CPATH. "used", or gcc's reason for passing it over. On torch 2.11 it once
+    passed it over in every build, silently (`-std=c++17` against the PCH's c++20)."""
+    from harness.build import pch
+
+    request = pch.request_for([], True)
+    command = subprocess.run(["ninja", "-t", "commands", "main.o"], cwd=build_dir, capture_output=True,
+                             text=True).stdout.strip().splitlines()
+    if request is None or not command or not env.get("CPATH"):
+        return "no PCH"
+    argv, kept, skip = shlex.split(command[-1]), [], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a in ("-MF", "-o"):
+            skip = True
+        elif a not in ("-MMD", "-c"):
+            kept.append(a)
+    done = subprocess.run([request.cxx, *kept, "-fsyntax-only", "-H", "-Winvalid-pch"], cwd=build_dir, env=env,
+                          capture_output=True, text=True)
+    first = done.stderr.splitlines()[:1]
+    if first and first[0].startswith("! ") and first[0].endswith(".gch"):
+        return "used"
+    why = [ln.split("not used because", 1)[1].strip() for ln in done.stderr.splitlines() if "not used because" in ln]
+    return "not used: " + (why[0] if why else (first[0][:200] if first else f"rc {done.returncode}"))
 
 
 def nvcc_phases(build_dir: Path, env: dict) -> dict:
@@ -217,6 +247,8 @@ def main() -> None:
             row[target] = {"cpu_s": cpu, "wall_s": wall, "ok": rc == 0}
             if target == "cuda.cuda.o" and a.mode == "objects":
                 row["prefix"] = {"cpu_s": make_prefix(work / "cache" / "objects", folder, None, step_env, work)}
+            if target == "main.o" and a.mode in ("pch", "objects"):
+                row[target]["pch"] = pch_verdict(build_dir, env)
             if target == "main.o" and a.mode == "objects":
                 row[target]["reused"] = not any((folder / "tmp" / objects.WANTS).glob("*.json"))
                 row["publish"] = {"cpu_s": publish_missed(work / "cache" / "objects", build_dir, work)}
@@ -224,6 +256,7 @@ def main() -> None:
         print(f"[build_cpu] {a.mode} {name}: " + ", ".join(f"{t} {row[t]['cpu_s']} CPU-s" for t in a.targets.split(","))
               + f", {row['cpu_s']} in all" + (f" (+ publish {row['publish']['cpu_s']})" if "publish" in row else "")
               + (f" (+ prefix {row['prefix']['cpu_s']})" if row.get("prefix", {}).get("cpu_s") else "")
+              + (f"; main.o's PCH: {row['main.o']['pch']}" if "pch" in row.get("main.o", {}) else "")
               + (f"; nvcc steps {row['cuda.cuda.o']['steps']}" if a.phases and "cuda.cuda.o" in row else ""),
               flush=True)
         rows.append(row)
