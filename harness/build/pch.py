@@ -34,7 +34,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -127,8 +126,8 @@ def _torch_cflags(extra_cflags: tuple[str, ...], with_cuda: bool) -> list[str] |
             ninja = os.path.join(tmp, "build.ninja")
             cpp_extension._write_ninja_file_to_build_library(
                 path=ninja, name="kbench_pch_flags", sources=[os.path.join(tmp, "main.cpp")],
-                extra_cflags=list(extra_cflags), extra_cuda_cflags=["-arch=sm_90"], extra_sycl_cflags=[], extra_ldflags=[],
-                extra_include_paths=[], with_cuda=with_cuda, with_sycl=False, is_standalone=False)
+                extra_cflags=list(extra_cflags), extra_cuda_cflags=["-arch=sm_90"], extra_sycl_cflags=[],
+                extra_ldflags=[], extra_include_paths=[], with_cuda=with_cuda, with_sycl=False, is_standalone=False)
             line = next(ln for ln in Path(ninja).read_text().splitlines() if ln.startswith("cflags = "))
     except Exception:  # a CUDA build without CUDA_HOME, a torch whose writer changed: no PCH
         return None
