@@ -31,9 +31,11 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -102,11 +104,11 @@ def request_for(extra_cflags: list[str], with_cuda: bool) -> Request | None:
                                           header.read_text(errors="replace")]).encode())
     flags = hashlib.sha256("\0".join(cflags).encode()).hexdigest()[:16]
     tc = toolchain.hexdigest()[:12]
-    return Request(cxx, tuple(cflags), tc, f"{tc}-{flags}")
+    return Request(cxx, cflags, tc, f"{tc}-{flags}")
 
 
 @functools.lru_cache(maxsize=None)
-def _torch_cflags(extra_cflags: tuple[str, ...], with_cuda: bool) -> list[str] | None:
+def _torch_cflags(extra_cflags: tuple[str, ...], with_cuda: bool) -> tuple[str, ...] | None:
     """The flags torch gives a load_inline build's .cpp, in its order, less
     -DTORCH_EXTENSION_NAME: read from the build.ninja torch itself writes for them
     (nothing is compiled). They differ between torch versions (-std=c++17 in torch 2.11,
@@ -114,8 +116,6 @@ def _torch_cflags(extra_cflags: tuple[str, ...], with_cuda: bool) -> list[str] |
     written here once held 2.13's -std=c++20, and on a torch 2.11 host gcc passed the
     PCH over ("`__cpp_impl_three_way_comparison' not defined") in every build. None
     where torch's private writer is not as expected: then no PCH, builds as before."""
-    import tempfile
-
     import torch.utils.cpp_extension as cpp_extension
 
     # An -arch flag of the user's makes torch skip its arch list, which otherwise asks the
@@ -131,9 +131,7 @@ def _torch_cflags(extra_cflags: tuple[str, ...], with_cuda: bool) -> list[str] |
             line = next(ln for ln in Path(ninja).read_text().splitlines() if ln.startswith("cflags = "))
     except Exception:  # a CUDA build without CUDA_HOME, a torch whose writer changed: no PCH
         return None
-    import shlex
-
-    return [f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    return tuple(f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME="))
 
 
 def _safe(flag: str) -> bool:
