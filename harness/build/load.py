@@ -11,7 +11,9 @@ import inspect
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -84,6 +86,8 @@ def install_build_hooks(device: str, on_event: Callable[[dict], None] | None = N
         def builder(*args, **kwargs):
             if device == "cpu" and _wants_cuda(signature, args, kwargs):
                 raise NeedsCuda("the solution builds CUDA code (cuda_sources / .cu); this is a --device cpu run")
+            if original.__name__ == "load":
+                args, kwargs = _sources_kept(signature, args, kwargs)
             digest = call_digest(original.__name__, signature, args, kwargs)
             if digest is not None and digest in failed:
                 print(f"[kbench: this {original.__name__} call failed to build in the build process; its error "
@@ -181,6 +185,115 @@ def _in_kbench_folder(args: tuple, kwargs: dict, signature: inspect.Signature) -
           "folder for this solution]", flush=True)
     bound.arguments["build_directory"] = None
     return bound.args, bound.kwargs
+
+
+# Bounds on a scratch folder kept for a `load` call (_sources_kept): generated sources and
+# their headers, not a dataset. A folder past them is built where it is, as before.
+KEPT_MAX_FILES = 64
+KEPT_MAX_BYTES = 16 * 2**20
+
+
+def _sources_kept(signature: inspect.Signature, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The same `load` call with its sources and include folders that lie in this
+    process's scratch (tempfile's folder, its working folder) moved to a folder of the
+    build's named by their contents. A solution that writes its source to
+    tempfile.mkdtemp() or "./kernel.cu" and loads it from there names another path in
+    the build process and in the candidate's: torch then writes another build.ninja,
+    and ninja compiles the whole extension again inside the judged import (23 s for
+    one C++ file on the 2-core CI host; minutes of nvcc on a GPU lane). The source and
+    header files of each scratch folder a source lies in (its headers come along) are
+    copied to <TORCH_EXTENSIONS_DIR>/kbench-sources/<hash of their names and bytes>,
+    once; the candidate finds the same path and the build up to date. Of the scratch
+    folder itself only its top level is taken (kbench's caches lie beneath it); a
+    folder made in it (mkdtemp) is taken whole. One with a link, or past
+    KEPT_MAX_FILES or KEPT_MAX_BYTES, is left where it is."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    if not root:
+        return args, kwargs
+    scratch = [os.path.realpath(tempfile.gettempdir()), os.path.realpath(os.getcwd())]
+    moved: dict[str, str | None] = {}  # scratch folder -> its kept copy (None: left where it is)
+
+    def kept(path: str, is_dir: bool) -> str:
+        real = os.path.realpath(path)
+        folder = real if is_dir else os.path.dirname(real)
+        top = next((s for s in scratch if folder == s or folder.startswith(s + os.sep)), None)
+        if top is None:
+            return path
+        if folder not in moved:
+            moved[folder] = _keep_folder(folder, os.path.join(root, "kbench-sources"), whole=folder != top)
+        copy = moved[folder]
+        if copy is None:
+            return path
+        if is_dir:
+            return copy
+        kept_file = os.path.join(copy, os.path.basename(real))
+        return kept_file if os.path.isfile(kept_file) else path  # a source of no known suffix stays
+
+    sources = bound.arguments.get("sources")
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    if not isinstance(sources, (list, tuple)) or not all(isinstance(s, (str, os.PathLike)) for s in sources):
+        return args, kwargs  # torch raises its own error for a bad call
+    try:
+        new_sources = [kept(os.fspath(s), False) for s in sources]
+        includes = bound.arguments.get("extra_include_paths")
+        if isinstance(includes, (list, tuple)) and all(isinstance(i, (str, os.PathLike)) for i in includes):
+            bound.arguments["extra_include_paths"] = [kept(os.fspath(i), True) for i in includes]
+    except OSError:
+        return args, kwargs
+    if new_sources == [os.fspath(s) for s in sources] and not any(moved.values()):
+        return args, kwargs
+    bound.arguments["sources"] = new_sources
+    print(f"[kbench: the sources this load() names in its scratch folder are built from "
+          f"{sorted(set(v for v in moved.values() if v))}, a copy named by their contents, so that the "
+          "candidate's process finds the same build]", flush=True)
+    return bound.args, bound.kwargs
+
+
+SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl", ".inc")
+
+
+def _keep_folder(folder: str, parent: str, whole: bool) -> str | None:
+    """The source and header files of `folder` (its top level, or `whole` its tree) copied
+    to parent/<hash of their relative names and bytes> (made once, by rename, so that a
+    reader sees it whole), or None where one of them is a link or not a plain file, or
+    they pass the bounds."""
+    files: list[tuple[str, bytes]] = []
+    total = 0
+    for here, dirs, names in os.walk(folder):
+        if not whole:
+            dirs[:] = []
+        for name in names:
+            if not name.endswith(SOURCE_SUFFIXES):
+                continue
+            full = os.path.join(here, name)
+            if os.path.islink(full) or not os.path.isfile(full):
+                return None
+            data = Path(full).read_bytes()
+            total += len(data)
+            files.append((os.path.relpath(full, folder), data))
+            if len(files) > KEPT_MAX_FILES or total > KEPT_MAX_BYTES:
+                return None
+    h = hashlib.sha256()
+    for rel, data in sorted(files):
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    final = os.path.join(parent, h.hexdigest()[:20])
+    if os.path.isdir(final):
+        return final
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".kept-", dir=parent)
+    for rel, data in files:
+        os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+        Path(tmp, rel).write_bytes(data)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process kept the same folder first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
 
 
 def _wants_cuda(signature: inspect.Signature, args: tuple, kwargs: dict) -> bool:
@@ -290,4 +403,9 @@ def import_failure(exc: BaseException, hooks, device: str) -> tuple[Status, str]
     if device == "cpu" and is_missing_cuda(exc):
         return Status.SKIPPED, f"needs CUDA: {last_line(exc)}"
     traceback.print_exception(exc)  # into the task's log
+    if isinstance(exc, PermissionError) and os.environ.get("TORCH_EXTENSIONS_DIR"):
+        # Models write generated sources beside the solution file; kbench's sandbox lets a
+        # solution write only where each of its processes has a folder of its own.
+        return Status.LOAD_ERROR, (f"at import: {last_line(exc)} (a solution may write only in its working folder, "
+                                   "tempfile's folder and its build folder; write generated files there)")
     return Status.LOAD_ERROR, f"at import: {last_line(exc)}"

@@ -356,7 +356,10 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
         compilers = {k: v for k, v in added.items() if k in LOADER_ENV}
     if cfg.arch:
         env["TORCH_CUDA_ARCH_LIST"] = cfg.arch
-    child = Child(["-m", "harness.build", str(spec)], env=child_env(env), result_pipe=True)
+    # Its working folder is its scratch, as a candidate's is: a solution that writes its
+    # generated source to "./kernel.cu" works in both (where kbench's cwd is not writable).
+    child = Child(["-m", "harness.build", str(spec)], env=child_env(env), cwd=str(ext_dir / "tmp"),
+                  result_pipe=True)
     log_path = _record_path(ext_dir, LOG_SUFFIX)
     for stale in (log_path, _record_path(ext_dir, ".json")):  # an earlier build's: this one replaces it or none
         stale.unlink(missing_ok=True)

@@ -297,3 +297,72 @@ def test_a_call_digest_names_every_argument_and_the_bytes_of_loaded_files(tmp_pa
     assert first != loader.call_digest("load", sig, ("n", [str(src)]), {})
     assert loader.call_digest("load", sig, ("n", [str(tmp_path / "missing.cpp")]), {}) is None
     assert loader.call_digest("load", sig, ("n", [object()]), {}) is None
+
+
+SCRATCH_SOURCE = '''
+import os
+import tempfile
+
+import torch
+from torch.utils.cpp_extension import load
+
+folder = {folder}
+path = os.path.join(folder, "kernel.cpp")
+with open(path, "w") as f:  # written again by every process that imports the solution, as models do
+    f.write({source!r})
+with open(os.path.join(folder, "kernel.h"), "w") as f:
+    f.write("#define KBENCH_ANSWER 42\\n")
+load(name="kbench_test_scratch", sources=[path], extra_include_paths=[folder], is_python_module=False)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x + y - 1.0)
+'''
+SCRATCH_GOOD = '#include "kernel.h"\nextern "C" int answer() { return KBENCH_ANSWER; }\n'
+
+
+@pytest.mark.parametrize("folder", ["tempfile.mkdtemp()", "'.'"], ids=["mkdtemp", "cwd"])
+def test_a_source_written_to_scratch_at_import_is_built_once(tmp_path, monkeypatch, folder):
+    """Models write a generated source to tempfile.mkdtemp() or "./kernel.cu" and load()
+    it. Each process that imports the solution names another path (its own scratch), so
+    torch wrote another build.ninja in the candidate and ninja compiled the extension again
+    inside the judged import (23 s of a 2-core host for one C++ file); "./" was not writable
+    in the build process at all (load_error). The sources, their headers and the include
+    folder are built from a copy named by their contents: the candidate finds the build
+    up to date, and the build's files are still those recorded (build.intact)."""
+    from harness import Session
+
+    monkeypatch.delenv("KBENCH_OBJECTS", raising=False)
+    solution = SCRATCH_SOURCE.format(folder=folder, source=SCRATCH_GOOD)
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        result = session.evaluate(problem, solution)
+    assert result.status == Status.OK, result
+    log = Path(result.log_path).read_text()
+    assert log.count("a copy named by their contents") == 2, log[-3000:]  # the build process's and the candidate's
+    builds = [p for p in (tmp_path / "cache" / "builds").iterdir() if (p / "ext").is_dir()]
+    assert builds and all(build.intact(str(p / "ext")) for p in builds), log[-3000:]
+    ninja_logs = list((tmp_path / "cache" / "builds").glob("*/ext/*/.ninja_log"))
+    assert len(ninja_logs) == 1
+    entries = [line.split("\t") for line in ninja_logs[0].read_text().splitlines() if not line.startswith("#")]
+    compiled = [e for e in entries if len(e) == 5 and e[3].endswith(".o")]
+    assert len(compiled) == 1, ninja_logs[0].read_text()  # compiled once: in the build process
+
+
+def test_a_solution_that_writes_beside_itself_is_told_where_it_may_write(tmp_path):
+    """The sandbox keeps a solution's folder (and every other solution's) from its code; the
+    message says where a generated file may go."""
+    from harness import Session
+    from harness.shared import sandbox
+
+    if sandbox.landlock_abi() < 1:
+        pytest.skip("no Landlock here: the solution's folder is writable")
+    solution = SCRATCH_SOURCE.format(folder="os.path.dirname(os.path.abspath(__file__))", source=SCRATCH_GOOD)
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    with Session("local", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        result = session.evaluate(problem, solution)
+    assert result.status == Status.LOAD_ERROR, result
+    assert "PermissionError" in result.message and "write generated files there" in result.message, result.message
