@@ -21,7 +21,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -329,13 +329,18 @@ AFTER_BUILD_S = float(os.environ.get("KBENCH_HANG_IMPORT_S") or 30.0)
 def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
                nice: int = 10) -> tuple[BuildResult, str, list[dict]]:
     """One solution's build, its log, and the PCHs it would have used had they been made."""
+    # Absolute: the build process works in its scratch folder, not in kbench's (--cache-dir rel).
+    cfg = replace(cfg, cache_dir=Path(os.path.abspath(cfg.cache_dir)))
     ext_dir = cfg.cache_dir / key
     if ext_dir.exists():
         shutil.rmtree(ext_dir, ignore_errors=True)
     (ext_dir / "tmp").mkdir(parents=True)
     spec = ext_dir / "spec.json"
     out = ext_dir / "result.partial.json"
-    spec.write_text(json.dumps({"solution_path": task.solution_path, "device": cfg.device, "out": str(out)}))
+    # Absolute: the build process works in its scratch folder, not in kbench's.
+    spec.write_text(json.dumps({"solution_path": os.path.abspath(task.solution_path),
+                                "problem_path": os.path.abspath(task.problem_path), "device": cfg.device,
+                                "out": str(out.resolve())}))
     env = dict(os.environ)
     # The build process may write its own folder and nothing else (_child confines it):
     # its temporary files and caches go there too.
@@ -620,8 +625,14 @@ def _child(spec_path: str, result_fd: str | None = None) -> None:
 
     hooks = load.install_build_hooks(spec["device"], _teller(int(result_fd)) if result_fd else None)
     try:
-        load.load_solution(spec["solution_path"], spec["device"])
+        module = load.load_solution(spec["solution_path"], spec["device"])
         data: dict = {"status": "ok", "message": ""}
+        failures = len(hooks.failures)
+        said = load.construct_for_builds(module, spec.get("problem_path"), hooks, spec["device"])
+        print(f"[kbench: the solution's class constructed here once, on the meta device, for the extensions its "
+              f"constructor builds: {said}]", flush=True)
+        for text in hooks.failures[failures:]:
+            print(text)  # the compiler's output, into the log; the candidate raises it again
     except BaseException as e:  # noqa: BLE001 - a solution may raise anything, SystemExit included
         if hooks.failures:
             print(hooks.failures[-1])  # the full compiler output, into the log

@@ -366,3 +366,80 @@ def test_a_solution_that_writes_beside_itself_is_told_where_it_may_write(tmp_pat
         result = session.evaluate(problem, solution)
     assert result.status == Status.LOAD_ERROR, result
     assert "PermissionError" in result.message and "write generated files there" in result.message, result.message
+
+
+INIT_BUILD = '''
+import os
+
+import torch
+from torch.utils.cpp_extension import load
+
+SOURCE = {source!r}
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(1024))  # on the meta device in the build process
+        path = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kernel.cpp")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(SOURCE)
+        load(name="kbench_test_init", sources=[path], is_python_module=False)
+{rest}
+
+    def forward(self, x, y):
+        return torch.relu(x + y - 1.0)
+'''
+
+
+def _ninja_compiles(cache: Path) -> list[list[str]]:
+    logs = list((cache / "builds").glob("*/ext/*/.ninja_log"))
+    assert len(logs) == 1, logs
+    entries = [line.split("\t") for line in logs[0].read_text().splitlines() if not line.startswith("#")]
+    return [e for e in entries if len(e) == 5 and e[3].endswith(".o")]
+
+
+@pytest.mark.parametrize("rest", ["", "        self.bias = torch.zeros(1024, device='cuda')"], ids=["plain", "named_gpu"])
+def test_an_extension_built_in_the_constructor_is_built_in_the_build_process(tmp_path, monkeypatch, rest):
+    """load_inline/load in ModelNew.__init__ (a common generated pattern) compiled inside the
+    candidate's judged import (27.6 s for one C++ file on the 2-core CI host). The build
+    process constructs the class once, its tensors on the meta device and no GPU visible:
+    the extension is built there, and the candidate finds it up to date. A constructor that
+    goes on to put a tensor on a named GPU after its build still has its build made there."""
+    from harness import Session
+
+    monkeypatch.delenv("KBENCH_OBJECTS", raising=False)
+    solution = INIT_BUILD.format(source=GOOD, rest=rest)
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        result = session.evaluate(problem, solution)
+    log = Path(result.log_path).read_text()
+    said = "for the extensions its constructor builds: " + ("constructed" if not rest else "stopped")
+    assert said in log, log[-3000:]
+    assert len(_ninja_compiles(tmp_path / "cache")) == 1, log[-3000:]  # in the build process only
+    if not rest:
+        assert result.status == Status.OK, result
+
+
+def test_a_constructor_that_builds_nothing_does_not_hold_the_build(tmp_path, monkeypatch):
+    """The build process waits on a constructor only while it builds: one that loops is
+    left after KBENCH_CONSTRUCT_IDLE_S without a build, and judged in the candidate."""
+    import time
+
+    monkeypatch.setenv("KBENCH_CONSTRUCT_IDLE_S", "1")
+    path = tmp_path / "solutions" / "loops.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("import time\nimport torch\nfrom torch.utils.cpp_extension import load\n\n"
+                    "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        while True:  # a table computed before the build, forever\n            time.sleep(0.05)\n"
+                    "        load(name='never', sources=['never.cpp'])\n")
+    task = Task("level1/1_AddReLU", str(FIXTURES / "problems" / "level1" / "1_AddReLU.py"), "s", str(path))
+    cfg = build.BuildConfig("cpu", "", tmp_path / "cache" / "builds", jobs=1, timeout=120)
+    t0 = time.monotonic()
+    result = build.build_all([task], cfg)[task.key]
+    assert result.ok and time.monotonic() - t0 < 30, result
+    log = next((tmp_path / "cache" / "records").glob("*.log")).read_text()
+    assert "left running: no extension build for 1 s" in log, log
