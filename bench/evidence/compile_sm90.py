@@ -105,7 +105,10 @@ def compile_cuda(solutions: list[Path]) -> None:
     for sol in solutions:
         captured.clear()
         try:
-            _load(sol, f"nvcc_solution_{sol.parent.name}_{sol.stem}")
+            module = _load(sol, f"nvcc_solution_{sol.parent.name}_{sol.stem}")
+            # A build in ModelNew.__init__ (kbench builds it in the build process the same way)
+            problem = _load(_problem_of(sol), f"nvcc_problem_{sol.stem}")
+            module.ModelNew(*problem.get_init_inputs())
         except SystemExit:
             pass
         cu = out / f"{sol.parent.name}_{sol.stem}.cu"

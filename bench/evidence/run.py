@@ -10,7 +10,7 @@ candidate in a folder named after the problem):
   input, whose verdict must be ok with exactly input_mutation), 14_RowSum_Small (Triton), 16_GELU_Small (CUDA,
   zeros_like), 17_LeakyReLU_Small (Triton), 18_Max_Dim_Small (a warp per row);
 - 45 us - 1 ms: 19_Argmax_Dim (int64 out; CUDA and Triton), 20_GELU (Triton autotuned; CUDA with
-  AT_DISPATCH_FLOATING_TYPES), 21_LayerNorm (a four-kernel Triton pipeline: mean, variance, rstd, normalize; a
+  AT_DISPATCH_FLOATING_TYPES; CUDA built by load_inline in ModelNew.__init__), 21_LayerNorm (a four-kernel Triton pipeline: mean, variance, rstd, normalize; a
   Welford CUDA kernel), 22_RMSNorm (Triton autotuned; CUDA), 23_RMSNorm_BF16 (bf16 in and out), 24_Softmax_Wide
   (4096 x 16384: a three-kernel Triton pipeline, max, exp-sum, divide; a CUDA online softmax), 25_LogSoftmax,
   26_GroupNorm (two CUDA kernels), 27_CumSum (Triton tl.cumsum with a carry; a CUDA warp scan), 29_Matmul_FP16
