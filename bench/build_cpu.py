@@ -129,11 +129,8 @@ def pch_verdict(build_dir: Path, env: dict) -> str:
             kept.append(a)
     done = subprocess.run([request.cxx, *kept, "-fsyntax-only", "-H", "-Winvalid-pch"], cwd=build_dir, env=env,
                           capture_output=True, text=True)
-    first = done.stderr.splitlines()[:1]
-    if first and first[0].startswith("! ") and first[0].endswith(".gch"):
-        return "used"
-    why = [ln.split("not used because", 1)[1].strip() for ln in done.stderr.splitlines() if "not used because" in ln]
-    return "not used: " + (why[0] if why else (first[0][:200] if first else f"rc {done.returncode}"))
+    why = pch.why_unused(done)  # the same reading as kbench's own check before it publishes a PCH
+    return f"not used: {why}" if why else "used"
 
 
 def nvcc_phases(build_dir: Path, env: dict) -> dict:

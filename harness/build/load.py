@@ -217,11 +217,11 @@ def _sources_kept(signature: inspect.Signature, args: tuple, kwargs: dict) -> tu
     folder made in it (mkdtemp) is taken whole. One with a link, or past
     KEPT_MAX_FILES or KEPT_MAX_BYTES, is left where it is."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return args, kwargs
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError:
-        return args, kwargs
-    if not root:
         return args, kwargs
     scratch = [os.path.realpath(tempfile.gettempdir()), os.path.realpath(os.getcwd())]
     moved: dict[str, str | None] = {}  # scratch folder -> its kept copy (None: left where it is)
@@ -254,7 +254,7 @@ def _sources_kept(signature: inspect.Signature, args: tuple, kwargs: dict) -> tu
             bound.arguments["extra_include_paths"] = [kept(os.fspath(i), True) for i in includes]
     except OSError:
         return args, kwargs
-    if new_sources == [os.fspath(s) for s in sources] and not any(moved.values()):
+    if not any(moved.values()):  # nothing in scratch, or only folders left where they are
         return args, kwargs
     bound.arguments["sources"] = new_sources
     print(f"[kbench: the sources this load() names in its scratch folder are built from "

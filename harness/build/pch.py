@@ -272,6 +272,11 @@ def _check(folder: Path, request: Request) -> str:
     done = subprocess.run([request.cxx, "-DTORCH_EXTENSION_NAME=kbench_pch_probe", *request.cflags, "-Winvalid-pch",
                            "-H", "-fsyntax-only", str(probe)], capture_output=True, text=True, env=env)
     probe.unlink()
+    return why_unused(done)
+
+
+def why_unused(done: subprocess.CompletedProcess) -> str:
+    """'' when a gcc run with -H -Winvalid-pch used a PCH; else gcc's reason not to."""
     # -H names each header it opens; a PCH line starts with '!' when used, 'x' when not.
     line = next((ln for ln in done.stderr.splitlines() if ln.endswith(".gch")), "")
     if done.returncode == 0 and line.startswith("! "):

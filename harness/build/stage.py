@@ -329,7 +329,8 @@ AFTER_BUILD_S = float(os.environ.get("KBENCH_HANG_IMPORT_S") or 30.0)
 def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
                nice: int = 10) -> tuple[BuildResult, str, list[dict]]:
     """One solution's build, its log, and the PCHs it would have used had they been made."""
-    # Absolute: the build process works in its scratch folder, not in kbench's (--cache-dir rel).
+    # Absolute, as the paths in its spec: the build process works in its scratch folder, not
+    # in kbench's (--solutions rel, --cache-dir rel).
     cfg = replace(cfg, cache_dir=Path(os.path.abspath(cfg.cache_dir)))
     ext_dir = cfg.cache_dir / key
     if ext_dir.exists():
@@ -337,10 +338,9 @@ def _build_one(task: Task, key: str, cfg: BuildConfig, max_jobs: int = 1,
     (ext_dir / "tmp").mkdir(parents=True)
     spec = ext_dir / "spec.json"
     out = ext_dir / "result.partial.json"
-    # Absolute: the build process works in its scratch folder, not in kbench's.
     spec.write_text(json.dumps({"solution_path": os.path.abspath(task.solution_path),
                                 "problem_path": os.path.abspath(task.problem_path), "device": cfg.device,
-                                "out": str(out.resolve())}))
+                                "out": str(out)}))
     env = dict(os.environ)
     # The build process may write its own folder and nothing else (_child confines it):
     # its temporary files and caches go there too.

@@ -299,6 +299,24 @@ def test_a_call_digest_names_every_argument_and_the_bytes_of_loaded_files(tmp_pa
     assert loader.call_digest("load", sig, ("n", [object()]), {}) is None
 
 
+def _evaluate(tmp_path: Path, solution: str, executor: str = "inline"):
+    """One CPU evaluation of `solution` against 1_AddReLU, untimed, on tmp_path's cache."""
+    from harness import Session
+
+    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
+    with Session(executor, device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
+                 trials=1) as session:
+        return session.evaluate(problem, solution)
+
+
+def _ninja_compiles(cache: Path) -> list[list[str]]:
+    """The object compiles in the one build's .ninja_log (ninja appends a line for each)."""
+    logs = list((cache / "builds").glob("*/ext/*/.ninja_log"))
+    assert len(logs) == 1, logs
+    entries = [line.split("\t") for line in logs[0].read_text().splitlines() if not line.startswith("#")]
+    return [e for e in entries if len(e) == 5 and e[3].endswith(".o")]
+
+
 SCRATCH_SOURCE = '''
 import os
 import tempfile
@@ -331,39 +349,25 @@ def test_a_source_written_to_scratch_at_import_is_built_once(tmp_path, monkeypat
     in the build process at all (load_error). The sources, their headers and the include
     folder are built from a copy named by their contents: the candidate finds the build
     up to date, and the build's files are still those recorded (build.intact)."""
-    from harness import Session
-
     monkeypatch.delenv("KBENCH_OBJECTS", raising=False)
-    solution = SCRATCH_SOURCE.format(folder=folder, source=SCRATCH_GOOD)
-    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
-    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
-                 trials=1) as session:
-        result = session.evaluate(problem, solution)
+    result = _evaluate(tmp_path, SCRATCH_SOURCE.format(folder=folder, source=SCRATCH_GOOD))
     assert result.status == Status.OK, result
     log = Path(result.log_path).read_text()
     assert log.count("a copy named by their contents") == 2, log[-3000:]  # the build process's and the candidate's
     builds = [p for p in (tmp_path / "cache" / "builds").iterdir() if (p / "ext").is_dir()]
     assert builds and all(build.intact(str(p / "ext")) for p in builds), log[-3000:]
-    ninja_logs = list((tmp_path / "cache" / "builds").glob("*/ext/*/.ninja_log"))
-    assert len(ninja_logs) == 1
-    entries = [line.split("\t") for line in ninja_logs[0].read_text().splitlines() if not line.startswith("#")]
-    compiled = [e for e in entries if len(e) == 5 and e[3].endswith(".o")]
-    assert len(compiled) == 1, ninja_logs[0].read_text()  # compiled once: in the build process
+    assert len(_ninja_compiles(tmp_path / "cache")) == 1, log[-3000:]  # compiled once: in the build process
 
 
 def test_a_solution_that_writes_beside_itself_is_told_where_it_may_write(tmp_path):
     """The sandbox keeps a solution's folder (and every other solution's) from its code; the
     message says where a generated file may go."""
-    from harness import Session
     from harness.shared import sandbox
 
     if sandbox.landlock_abi() < 1:
         pytest.skip("no Landlock here: the solution's folder is writable")
     solution = SCRATCH_SOURCE.format(folder="os.path.dirname(os.path.abspath(__file__))", source=SCRATCH_GOOD)
-    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
-    with Session("local", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
-                 trials=1) as session:
-        result = session.evaluate(problem, solution)
+    result = _evaluate(tmp_path, solution, executor="local")
     assert result.status == Status.LOAD_ERROR, result
     assert "PermissionError" in result.message and "write generated files there" in result.message, result.message
 
@@ -394,13 +398,6 @@ class ModelNew(torch.nn.Module):
 '''
 
 
-def _ninja_compiles(cache: Path) -> list[list[str]]:
-    logs = list((cache / "builds").glob("*/ext/*/.ninja_log"))
-    assert len(logs) == 1, logs
-    entries = [line.split("\t") for line in logs[0].read_text().splitlines() if not line.startswith("#")]
-    return [e for e in entries if len(e) == 5 and e[3].endswith(".o")]
-
-
 @pytest.mark.parametrize("rest", ["", "        self.bias = torch.zeros(1024, device='cuda')"], ids=["plain", "named_gpu"])
 def test_an_extension_built_in_the_constructor_is_built_in_the_build_process(tmp_path, monkeypatch, rest):
     """load_inline/load in ModelNew.__init__ (a common generated pattern) compiled inside the
@@ -408,14 +405,8 @@ def test_an_extension_built_in_the_constructor_is_built_in_the_build_process(tmp
     process constructs the class once, its tensors on the meta device and no GPU visible:
     the extension is built there, and the candidate finds it up to date. A constructor that
     goes on to put a tensor on a named GPU after its build still has its build made there."""
-    from harness import Session
-
     monkeypatch.delenv("KBENCH_OBJECTS", raising=False)
-    solution = INIT_BUILD.format(source=GOOD, rest=rest)
-    problem = (FIXTURES / "problems" / "level1" / "1_AddReLU.py").read_text()
-    with Session("inline", device="cpu", cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs", time=False,
-                 trials=1) as session:
-        result = session.evaluate(problem, solution)
+    result = _evaluate(tmp_path, INIT_BUILD.format(source=GOOD, rest=rest))
     log = Path(result.log_path).read_text()
     said = "for the extensions its constructor builds: " + ("constructed" if not rest else "stopped")
     assert said in log, log[-3000:]
