@@ -284,8 +284,13 @@ def kill_pids(pids) -> None:
 
 
 def pwned_files() -> set[Path]:
-    """Files escape fixtures write outside their scratch folder."""
-    return set(Path("/tmp").glob("kbench-pwned-*")) | set(Path.home().glob("kbench-pwned-*"))
+    """Files escape fixtures write outside their scratch folder: in /tmp, ~, kbench's own
+    package, torch's, and the stores of the session's build caches (mkdtemp'd in /tmp)."""
+    import torch
+
+    places = [Path("/tmp"), Path.home(), ROOT / "harness", Path(torch.__file__).parent,
+              *Path("/tmp").glob("kbench-test-cache-*"), *Path("/tmp").glob("kbench-test-cache-*/*")]
+    return {path for place in places for path in place.glob("kbench-pwned-*")}
 
 
 # ---- the CPU adversarial set, run once per session ------------------------------------

@@ -5,7 +5,8 @@ watches what happens after kbench has exited:
 
 (a) 3 s later, no process carrying the fixtures' marker is alive (any found are killed);
 (b) 5 s later, results.json has the bytes it had when kbench exited;
-(c) no kbench-pwned-* file appeared in /tmp or ~ (any found are removed);
+(c) no kbench-pwned-* file appeared in /tmp, ~, kbench's or torch's folder or the build cache's
+    stores (any found are removed);
 (d) the build the cache-poisoning fixture attacked still works in a second run;
 and every escape fixture gets the verdict it declares."""
 import json
@@ -27,6 +28,7 @@ ESCAPES = [
     "14_escape/level1/2_Affine/stops_judge_template.py",
     "22_cache_poisoning/level1/2_Affine/poison_victim_build.py",
     "23_write_outside/level1/2_Affine/home_and_tmp.py",
+    "23_write_outside/level1/2_Affine/from_constructor.py",
 ]
 VICTIM = POISON_VICTIM
 
