@@ -39,6 +39,7 @@ from pathlib import Path
 from . import shim
 from .shim import stand_in
 from ..shared import sandbox
+from ..shared.whole_file import replace_whole
 
 MAX_ENTRIES = 2000  # ~0.3-1 MB each
 MAX_SOURCE = 16 << 20  # a host file kbench compiles for the store (load_inline's main.cpp: a few kB)
@@ -57,12 +58,11 @@ def shim_folder(store: Path, role: str) -> Path | None:
               f'"{Path(shim.__file__).resolve()}" {role} "$@"\n')
     target = folder / role
     try:
-        if not target.is_file() or target.read_text() != script:
+        # Rewritten unless it is this script and executable: a stand-in left without its
+        # mode (by an older kbench's race, or by hand) would fail every compile of the run.
+        if not target.is_file() or target.read_text() != script or not os.access(target, os.X_OK):
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{role}.{os.getpid()}"
-            tmp.write_text(script)
-            tmp.chmod(0o755)
-            os.replace(tmp, target)
+            replace_whole(target, script, 0o755)
     except OSError:
         return None
     return folder

@@ -29,6 +29,7 @@ from .errors import build_error_message, transient
 from .queue import BuildQueue, build_nice, compile_slots, concurrency
 from ..shared import sandbox
 from ..shared.isolate import Child, child_env, kill_all, run_child
+from ..shared.whole_file import replace_whole
 from ..records import BuildResult, Status, Task
 
 # Bump to invalidate every cached build (2: verbose builds kept only torch's line;
@@ -507,10 +508,8 @@ def _store_record(key_dir: Path, data: dict, compilers: dict[str, str] | None = 
                   failed_calls: dict[str, str] | None = None) -> None:
     path = _record_path(key_dir, ".json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"result": data, "files": _files(key_dir / "ext"), "compilers": compilers or {},
-                               "failed_calls": failed_calls or {}}))
-    os.replace(tmp, path)
+    replace_whole(path, json.dumps({"result": data, "files": _files(key_dir / "ext"), "compilers": compilers or {},
+                                    "failed_calls": failed_calls or {}}))
 
 
 # The compiler names a build process ran under where kbench's stand-ins took CXX's and CC's

@@ -12,7 +12,6 @@ import hashlib
 import os
 import socket
 import tempfile
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -20,6 +19,7 @@ from typing import Callable
 from .. import build
 from . import gpus, launch
 from ..shared.isolate import Child, child_env
+from ..shared.whole_file import replace_whole
 from ..records import BuildResult, Options, Source, Status, Task, TaskResult, TaskSpec
 
 LOG_CAP = 4 << 20  # bytes of a task's log carried back from another host
@@ -73,10 +73,7 @@ def materialize(source: Source, cache_dir: Path) -> str:
     target = folder / (path.name if path.suffix == ".py" else "source.py")
     if not target.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # threads of one Session race here
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            f.write(source.text)
-        os.replace(tmp, target)
+        replace_whole(target, source.text)  # threads of one Session race here
     return str(target)
 
 

@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from .whole_file import replace_whole
+
 
 def default_cache_dir() -> Path:
     base = os.environ.get("KBENCH_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "kbench")
@@ -19,8 +21,6 @@ def store_json(path: Path, data) -> None:
     written only costs time, so failing to write is not an error."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        replace_whole(path, json.dumps(data))
     except OSError:
         pass

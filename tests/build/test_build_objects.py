@@ -294,3 +294,57 @@ def test_samples_sharing_a_host_file_build_it_once_more_then_reuse_kbenchs_objec
                           env={**os.environ, "TORCH_EXTENSIONS_DIR": results[tasks[2].key].ext_dir})
     assert done.stdout.strip() == "True", done.stderr[-2000:]
     assert build.intact(results[tasks[2].key].ext_dir)  # nothing rebuilt at load
+
+
+def test_build_threads_starting_together_leave_stand_ins_that_run(tmp_path):
+    """A run's build threads start together and each makes the stand-ins if missing. With a
+    temporary name shared by the threads of one process, one thread renamed another's file,
+    unfinished and not yet executable, over `c++`: every C++ compile of the run (13 of a
+    20-task set on 2 x H200) failed with "/bin/sh: 1: .../bin/cxx/c++: Permission denied"."""
+    import threading
+
+    extra = {"CXX": shutil.which("c++"), "CC": shutil.which("gcc")}
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave between statements, as on a host with a core for each
+    try:
+        _make_together(tmp_path, extra)
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def _make_together(tmp_path, extra):
+    import threading
+
+    for round_ in range(20):
+        store = tmp_path / f"objects{round_}"
+        start = threading.Barrier(24)
+
+        def make():
+            start.wait()
+            objects.build_env(store, tmp_path, {**os.environ, **extra})
+
+        threads = [threading.Thread(target=make) for _ in range(24)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for role in ("c++", "gcc"):
+            path = objects.stand_in(store, role)
+            done = subprocess.run([str(path), "--version"], env={**os.environ, **objects.build_env(
+                store, tmp_path, {**os.environ, **extra})}, capture_output=True, text=True)
+            assert done.returncode == 0, (round_, role, oct(path.stat().st_mode), done.stderr)
+        assert not [p.name for p in store.rglob(".*.tmp")], "a writer's temporary file was left behind"
+
+
+def test_a_stand_in_without_its_mode_is_made_again(tmp_path):
+    """A stand-in with the right text but no execute bit (an older kbench's race left one) is
+    written again, not trusted for its text: otherwise it fails every later compile."""
+    store = tmp_path / "objects"
+    extra = {"CXX": shutil.which("c++")}
+    objects.build_env(store, tmp_path, {**os.environ, **extra})
+    path = objects.stand_in(store, "c++")
+    path.chmod(0o644)
+    env = objects.build_env(store, tmp_path, {**os.environ, **extra})
+    assert os.access(path, os.X_OK)
+    done = subprocess.run([env["CXX"], "--version"], env={**os.environ, **env}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
