@@ -139,7 +139,11 @@ def hints(error_lines: list[str]) -> list[str]:
 # not cached (every other build error is: the same source and toolchain fail the same way).
 _TRANSIENT = re.compile(r"Killed signal terminated program|No space left on device|Cannot allocate memory|"
                         r"virtual memory exhausted|out of memory allocating|Resource temporarily unavailable|"
-                        r"\bterminated by signal\b|Segmentation fault|Bus error", re.IGNORECASE)
+                        r"\bterminated by signal\b|Segmentation fault|Bus error|"
+                        # The shell could not start a program (a compiler, kbench's stand-in for
+                        # one): the next run may; a cached failure would be reused on every rerun.
+                        r"^/bin/(?:ba|da)?sh: (?:line )?\d+: \S+: (?:Permission denied|Text file busy)$",
+                        re.IGNORECASE | re.MULTILINE)
 
 
 def transient(log: str) -> bool:

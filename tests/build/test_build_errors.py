@@ -5,7 +5,7 @@ import inspect
 
 import pytest
 
-from harness.build.errors import REMOVED_API_HINT, build_error_message, first_error_lines
+from harness.build.errors import REMOVED_API_HINT, build_error_message, first_error_lines, transient
 from harness.build.load import _quiet, last_line, triton_error_line
 
 NVCC = """Error building extension 'softmax': [1/3] c++ -MMD -MF main.o.d -c /root/.cache/ext/softmax/main.cpp -o main.o
@@ -276,3 +276,25 @@ def test_a_solutions_syntax_error_names_its_file_and_line(tmp_path):
     assert status.value == "load_error"
     assert message.startswith("at import: SyntaxError: ") and "(broken_candidate.py, line 4)" in message, message
     assert "`def forward(self, x:`" in message  # the offending line's own text
+
+
+STAND_IN_NOT_RUN = """Error building extension 'mse': [1/3] /tmp/gs/cache/objects/bin/cxx/c++ -MMD -MF main.o.d -c main.cpp -o main.o
+FAILED: [code=126] main.o
+/tmp/gs/cache/objects/bin/cxx/c++ -MMD -MF main.o.d -c main.cpp -o main.o
+/bin/sh: 1: /tmp/gs/cache/objects/bin/cxx/c++: Permission denied
+ninja: build stopped: subcommand failed.
+"""
+
+
+@pytest.mark.parametrize("log, host_s_fault", [
+    (STAND_IN_NOT_RUN, True),  # the host's compiler could not be started: the next run may start it
+    ("c++: fatal error: Killed signal terminated program cc1plus\n", True),
+    (NVCC, False),
+    (GCC, False),
+    ("main.cpp:3:1: error: 'Permission denied' was not declared in this scope\n", False),
+])
+def test_only_a_failure_of_the_host_is_left_out_of_the_build_cache(log, host_s_fault):
+    """A build that failed for the host's sake is not cached: on 2 x H200 (2026-11-29) every
+    C++ compile of one run found kbench's compiler stand-in not executable, and the cached
+    failures made 13 honest kernels build_error in every rerun on that cache."""
+    assert transient(log) is host_s_fault
