@@ -12,8 +12,8 @@ The entrance, and all that other stages call:
   intact(ext_dir)                                           a cached build still whole
   loader_env(ext_dir)                                       the compiler names its loader must see
   failed_calls(ext_dir)                                     builder calls that failed there, raised again, not compiled
-  toolchain_versions(device)                                what a build's key holds of the host's
-      Python, torch and compilers (imports torch: a Dask worker calls it ahead of its tasks)
+  toolchain_versions(device, store), toolchain_of(cfg)       what a build's key holds of the host's
+      Python, torch and compilers (kept in the cache: a process that finds it there imports no torch)
   compile_slots(), build_nice(rank, at_once)                the host's compile capacity
   load                                                      importing problem and solution
       files by path, with the build hooks; used by every process that imports one
@@ -24,12 +24,13 @@ made by `python -m harness.build.pch`), objects.py (host objects reused across
 builds, published by `python -m harness.build.objects`), host_pch.py (nvcc's host
 compile through a precompiled prefix of cudafe++'s output, made by `python -m
 harness.build.host_pch`), shim.py (the `c++` and `gcc` a build process runs, which
-read what those two made), errors.py (one line per failed build).
+read what those two made), errors.py (one line per failed build), toolchain.py
+(the host's Python, torch and compilers, as a build's key holds them).
 
 May import: records.py, shared/.
 """
 from .queue import build_nice, compile_slots
-from .stage import LOADER_ENV, BuildConfig, build_all, failed_calls, intact, loader_env, toolchain_versions
+from .stage import LOADER_ENV, BuildConfig, build_all, failed_calls, intact, loader_env, toolchain_of, toolchain_versions
 
 __all__ = ["LOADER_ENV", "BuildConfig", "build_all", "build_nice", "compile_slots", "failed_calls", "intact",
-           "loader_env", "toolchain_versions"]
+           "loader_env", "toolchain_of", "toolchain_versions"]

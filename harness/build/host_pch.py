@@ -128,7 +128,7 @@ def _checked_nvcc(argv: list[str], torch_includes: list[str], stand_in: str | No
 
 def kbench_nvcc() -> str | None:
     """The nvcc kbench's builds run, as torch's build.ninja names it: PYTORCH_NVCC, else
-    CUDA_HOME/bin/nvcc (stage.toolchain_versions describes the same one). The nvcc a
+    CUDA_HOME/bin/nvcc (toolchain.toolchain_versions describes the same one). The nvcc a
     build's note names is never run: it is the build's word, and a build may write a
     program called nvcc, nvcc.profile beside it, where every sandbox may (/dev/shm). If
     the build ran another nvcc, the host compile kbench's lists is another key, and

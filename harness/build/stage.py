@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from typing import Callable
 
 from .errors import build_error_message, transient
 from .queue import BuildQueue, build_nice, compile_slots, concurrency
+from .toolchain import FOLDER as TOOLCHAIN_FOLDER, toolchain_versions
 from ..shared import sandbox
 from ..shared.isolate import Child, child_env, kill_all, run_child
 from ..shared.whole_file import replace_whole
@@ -59,33 +59,10 @@ def build_key(source: bytes, cfg: BuildConfig, versions: str) -> str:
     return h.hexdigest()[:20]
 
 
-@functools.lru_cache(maxsize=None)
-def toolchain_versions(device: str = "cuda") -> str:
-    """What a build's outcome depends on besides its source: Python, torch, and the
-    compilers torch calls (its C++ compiler and, for CUDA, nvcc), each as it
-    describes itself. A cached build, or a cached compiler error, is reused only
-    under the same ones."""
-    import torch
-    import torch.utils.cpp_extension as cpp_extension
-
-    parts = [f"python {sys.version.split()[0]}", f"torch {torch.__version__}", f"cuda {torch.version.cuda}",
-             f"c++ {_describe([cpp_extension.get_cxx_compiler(), '--version'])}"]
-    if device == "cuda":
-        nvcc = os.environ.get("PYTORCH_NVCC") or (os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
-                                                  if cpp_extension.CUDA_HOME else "nvcc")
-        parts.append(f"nvcc {_describe([nvcc, '--version'])}")
-    return "; ".join(parts)
-
-
-def _describe(command: list[str]) -> str:
-    """A tool's own version text, or why there is none."""
-    import subprocess
-
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "LC_ALL": "C"})
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"not runnable ({type(e).__name__})"
-    return (done.stdout + done.stderr).strip()
+def toolchain_of(cfg: BuildConfig) -> str:
+    """toolchain.toolchain_versions, kept beside cfg's builds (a process that has not
+    imported torch then need not)."""
+    return toolchain_versions(cfg.device, cfg.cache_dir.parent / TOOLCHAIN_FOLDER)
 
 
 def build_all(
@@ -99,7 +76,7 @@ def build_all(
     no long build starts last. `timings` gets the seconds of finding the
     toolchain's versions and of checking the cached builds."""
     t0 = time.monotonic()
-    versions = toolchain_versions(cfg.device)
+    versions = toolchain_of(cfg)
     t1 = time.monotonic()
     by_key: dict[str, list[Task]] = {}
     sources: dict[str, bytes] = {}

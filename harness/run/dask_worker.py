@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import health, launch, work
+from .. import build
 from .executors import prestart_depth
 from ..records import BuildResult, Status, TaskSpec, __version__
 
@@ -131,11 +132,10 @@ def start_judges(options, args: WorkerArgs, version: str) -> int:
         return 0
     host = _worker_host(options.device, args)  # NVML's facts: milliseconds (work.probe_host)
     _start_spares(options, host)
-    # The build stage's toolchain key imports torch: here, once the judges are on their
-    # way and while kbench is still starting, not inside this worker's first task.
-    from .. import build
-
-    build.toolchain_versions(options.device)
+    # The build stage's toolchain key: kept in the cache by kbench (build/toolchain.py), else
+    # found here through `import torch`, once the judges are on their way and while kbench
+    # is still starting, not inside this worker's first task.
+    build.toolchain_of(host.build_config(options))
     with _lock:
         return len(_spares.get(host.gpu_index, []))
 

@@ -118,7 +118,7 @@ def build_and_judge(spec: TaskSpec, host: Host, log_path: Path,
     if on_built:
         on_built(built)
     log_path.write_text(header(spec, build_log))
-    shape = _shape(task_of(spec, host.cache_dir).problem_path) if built.ok else None
+    shape = _shape(task_of(spec, host.cache_dir).problem_path, host.cache_dir) if built.ok else None
     return evaluate_built(spec, built, host, log_path, child, shape=shape)
 
 
@@ -149,10 +149,13 @@ def _as_submitted(result: TaskResult, spec: TaskSpec, task: Task, host: Host) ->
                    gpu=gpu, gpu_name=host.name if host.device == "cuda" else None)
 
 
-def _shape(problem_path: str) -> dict | None:
-    from ..discover import shapes
+def _shape(problem_path: str, cache_dir: Path) -> dict | None:
+    """The problem's sizes, kept in the cache by content (found by kbench as the run
+    starts, on the same host): a Dask worker that found them itself imported torch and
+    the problem inside its first task, 2.4-5 s (bench/gpu_scaling_88998dc_2xH200.md)."""
+    from ..discover import sizes
 
-    return shapes.bytes_of_files([problem_path]).get(problem_path)
+    return sizes.of_files([problem_path], cache_dir).get(problem_path)
 
 
 def _read_capped(path: Path) -> str:

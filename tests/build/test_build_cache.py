@@ -170,7 +170,7 @@ def test_two_runs_on_one_cache_build_a_key_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(build, "_build_one", fake_build)
     monkeypatch.setattr(build, "_without_compiling", fake_cached)
-    monkeypatch.setattr(build, "toolchain_versions", lambda device="cuda": "v")
+    monkeypatch.setattr(build, "toolchain_versions", lambda device="cuda", store=None: "v")
     results = []
     threads = [threading.Thread(target=lambda: results.append(build.build_all([task], cfg))) for _ in range(2)]
     for t in threads:
