@@ -3,7 +3,6 @@ the same RunResults. Also reads a run back, finished or cut short (load_run)."""
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from pathlib import Path, PurePath
 from typing import Callable
@@ -11,6 +10,7 @@ from typing import Callable
 import pandas as pd
 
 from ..shared import stats
+from ..shared.whole_file import replace_whole
 from . import store
 from .gate import GatePolicy, verdict
 from ..records import RunResults, Status, UserError, results_from_json, to_json_dict
@@ -27,11 +27,9 @@ CSV_COLUMNS = [
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary file and rename: a reader (or a kill) never sees half a file."""
+    """A report written whole (shared/whole_file.py): a reader (or a kill) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    replace_whole(path, text)
 
 
 def load_run(path: Path, warn: Callable[[str], None] | None = None) -> RunResults:
