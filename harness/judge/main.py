@@ -330,6 +330,7 @@ def main(spawned: Spawned, forked: bool = False) -> None:
         kept = triton_cache.keep(spec.get("triton_cache"), remote.scratch)
         if kept.startswith("kept"):
             print(f"[kbench] Triton: {kept} of this solution's compiled kernels for its later tasks", flush=True)
+    remote.remove_scratch()  # here: kbench ends this process once the verdict is read
     result["close_seconds"] = round(time.monotonic() - t1, 3)
     sys.stdout.flush()
     sys.stderr.flush()

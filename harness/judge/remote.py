@@ -298,6 +298,11 @@ class Remote:
         sandbox.kill_descendants(exclude={self.proc.pid} if self.proc.poll() is None else frozenset(),
                                  deadline_s=wait_s)
         self.sock.close()
+        self.remove_scratch()
+
+    def remove_scratch(self) -> None:
+        """The candidate's scratch folder, once it is killed (its Triton and inductor
+        caches: a session of thousands of tasks would keep them all until kbench exits)."""
         import shutil
 
         shutil.rmtree(self.scratch, ignore_errors=True)

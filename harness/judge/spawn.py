@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from ..shared import forked, sandbox
+from ..shared import forked, sandbox, scratch_root
 
 
 @dataclass
@@ -44,7 +44,7 @@ def _candidate_env(scratch: str) -> dict[str, str]:
 
 def spawn_candidate() -> Spawned:
     """A candidate process started now, in its own session and scratch folder."""
-    scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
+    scratch = tempfile.mkdtemp(prefix="kbench-candidate-", dir=scratch_root.inherited())
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = {**os.environ, **_candidate_env(scratch)}
     proc = subprocess.Popen(
@@ -73,7 +73,7 @@ def fork_candidate() -> Spawned:
     runs `python -m harness.candidate` as an exec'd one would, which confines it
     before anything else; fork left it one thread, so the confinement covers every
     thread it will have."""
-    scratch = tempfile.mkdtemp(prefix="kbench-candidate-")
+    scratch = tempfile.mkdtemp(prefix="kbench-candidate-", dir=scratch_root.inherited())
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = _candidate_env(scratch)  # here: it names this process, the judge
     pid = os.fork()

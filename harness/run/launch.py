@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import cores, gpus
 from .. import build
+from ..shared import scratch_root
 from ..shared.isolate import Child, child_env
 from ..records import (
     PREPARE_LINE, BuildResult, CheckResult, Flag, Options, Status, Task, TaskResult, Timing, from_json_dict,
@@ -69,6 +70,7 @@ def start_worker(cfg: EvalConfig, now: bool = False) -> Child:
     env["PYTHONUNBUFFERED"] = "1"
     env["KBENCH_PARENT_PID"] = str(os.getpid())
     env["KBENCH_DEVICE"] = cfg.device
+    env[scratch_root.ENV] = scratch_root.for_children()  # what a judge ended before its cleanup leaves goes with kbench
     env["KBENCH_REQUIRE_SANDBOX"] = "1" if cfg.options.require_sandbox else "0"  # its candidate's (sandbox.confine)
     if cfg.device == "cpu":  # both sides, from their first import of torch (records.Options says why)
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cfg.options.cpu_threads)

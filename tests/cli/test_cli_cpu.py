@@ -26,23 +26,25 @@ PROBLEMS, SOLUTIONS = FIXTURES / "problems", FIXTURES / "solutions"
 @pytest.fixture(scope="module")
 def full_run(run_cli, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "r"
+    tmp = tmp_path_factory.mktemp("tmpdir")  # kbench's and its children's temporary folders
     # The form the README promises, untimed: these tests are about verdicts, messages and files
     # (timing on the CPU clock is tested by the adversarial set, beside controls), and a timing
     # flag that a loaded machine raises on an ok task would change the gate's count.
     proc = run_cli("run", "--problems", str(PROBLEMS), "--solutions", str(SOLUTIONS), "--out", str(out),
-                   "--device", "cpu", "--timeout", "60", "--no-timing", env=HANG_LIMITS)  # hang.py: 10 s, not 30
-    return proc, out
+                   "--device", "cpu", "--timeout", "60", "--no-timing",
+                   env={**HANG_LIMITS, "TMPDIR": str(tmp)})  # hang.py: 10 s, not 30
+    return proc, out, tmp
 
 
 def test_every_fixture_gets_its_verdict(full_run):
-    proc, out = full_run
+    proc, out, _ = full_run
     results = json.loads((out / "results.json").read_text())["results"]
     assert len(results) == 17, proc.stderr[-3000:]
     assert mismatches(results) == []
 
 
 def test_writes_three_files_and_a_log_per_task(full_run):
-    proc, out = full_run
+    proc, out, _ = full_run
     data = json.loads((out / "results.json").read_text())
     assert data["schema_version"] == SCHEMA_VERSION
     assert data["run"]["device"] == "cpu" and data["run"]["finished"]
@@ -57,7 +59,7 @@ def test_writes_three_files_and_a_log_per_task(full_run):
 
 
 def test_build_error_message_is_the_compilers_line_and_log_keeps_the_rest(full_run):
-    _, out = full_run
+    _, out, _ = full_run
     r = next(r for r in json.loads((out / "results.json").read_text())["results"]
              if r["solution_path"].endswith("cpp_build_error.py"))
     assert "main.cpp:" in r["message"] and "error:" in r["message"]
@@ -68,7 +70,7 @@ def test_build_error_message_is_the_compilers_line_and_log_keeps_the_rest(full_r
 def test_verbose_build_error_carries_the_compilers_line_and_a_removed_api_hint(full_run):
     """verbose=True makes torch print the compiler's output instead of raising it:
     the message must still be the compiler's line, not "Error building extension"."""
-    _, out = full_run
+    _, out, _ = full_run
     r = next(r for r in json.loads((out / "results.json").read_text())["results"]
              if r["solution_path"].endswith("verbose_build_error.py"))
     assert r["status"] == "build_error"
@@ -81,7 +83,7 @@ def test_verbose_build_error_carries_the_compilers_line_and_a_removed_api_hint(f
 def test_model_style_failures_carry_the_tools_own_line(full_run):
     """The `styles` set: an nvcc flag given to g++ (verbose=True), a library ld cannot
     find (torch's load() on a file, verbose=True), a Triton kernel that does not compile."""
-    _, out = full_run
+    _, out, _ = full_run
     by_name = {Path(r["solution_path"]).name: r for r in json.loads((out / "results.json").read_text())["results"]
                if r["solution_set"] == "styles"}
     flag = by_name["nvcc_flag_to_gxx.py"]["message"]
@@ -96,14 +98,22 @@ def test_model_style_failures_carry_the_tools_own_line(full_run):
 
 
 def test_gate_fails_the_run_and_table_printed(full_run):
-    proc, _ = full_run
+    proc, _, _ = full_run
     assert proc.returncode == 1
     assert "level1/2_Hinge" in proc.stdout and "verdict" in proc.stdout  # the final table is data: stdout
     assert "gate: 13 of 17 tasks failed" in proc.stderr
 
 
+def test_leaves_no_temporary_folder(full_run):
+    """Judges are ended by kbench once their verdict is read, or killed (hang.py, the crashes):
+    none of them cleans up, and their candidates' scratch folders must still not stay behind."""
+    _, _, tmp = full_run
+    # torchinductor_<user> is torch's own cache, kept between runs by design
+    assert sorted(p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")) == []
+
+
 def test_unmatched_solution_file_is_reported(full_run):
-    proc, out = full_run
+    proc, out, _ = full_run
     run = json.loads((out / "results.json").read_text())["run"]
     assert any("7_NoSuchProblem.py" in u for u in run["unmatched"])
     assert "unmatched" in proc.stderr
@@ -248,7 +258,7 @@ def test_a_tasks_seconds_outside_the_judges_phases_are_accounted(full_run):
     is forked from the run's template as the task needs it (the first waits for the
     template's imports before its spec leaves), so its spec hardly waits (judge_wait;
     an exec'd judge's import of torch took ~1.9 s of it on the 2-core CI box)."""
-    _, out = full_run
+    _, out, _ = full_run
     judged = [r for r in json.loads((out / "results.json").read_text())["results"] if r["phase"] != "build"]
     assert judged
     for r in judged:
