@@ -13,12 +13,12 @@ waits for its line with no context made.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from .gpus import visible_device
+from ..shared import scratch_root
 from ..shared.isolate import Child
 from ..records import Status, TaskResult
 
@@ -97,4 +97,5 @@ def _start(gpu: int | None) -> Child:
 
 
 def _scratch_log() -> Path:
-    return Path(tempfile.gettempdir()) / f"kbench-health-{os.getpid()}.log"
+    # In kbench's own temporary folder, removed at its exit: one per process in /tmp stayed there
+    return Path(scratch_root.for_children()) / "health.log"

@@ -102,12 +102,15 @@ def test_repro_spread_and_targets():
         side = lambda x: {"us": x, "clock": "cuda_events"}  # noqa: E731
         return {"tasks": {"t": {"status": "ok", "speedup": speedup, "ref": side(ref_us), "sol": side(sol_us)}}}
 
-    big = repro.summarize([run(2.00, 400, 200), run(2.03, 400, 197), run(2.01, 401, 199)], "t")
-    assert big["target"] == 0.02 and round(big["spread"], 4) == 0.015 and big["met"]
-    small = repro.summarize([run(1.0, 50, 50), run(1.06, 50, 47), run(1.0, 50, 50)], "t")
-    assert small["target"] == 0.05 and not small["met"]
-    tiny = repro.summarize([run(1.0, 5, 5)] * 3, "t")
-    assert tiny["target"] is None and not tiny["met"]
+    big = repro.summarize([run(2.00, 400, 200), run(2.01, 400, 199), run(2.005, 401, 199)], "t")
+    assert big["target"] == 0.01 and round(big["spread"], 4) == 0.005 and big["met"]
+    wide = repro.summarize([run(2.00, 400, 200), run(2.03, 400, 197), run(2.01, 401, 199)], "t")
+    assert wide["target"] == 0.01 and not wide["met"]  # 1.5% above 100 us
+    small = repro.summarize([run(1.0, 5, 5), run(1.02, 5, 4.9), run(1.0, 5, 5)], "t")
+    assert small["target"] == 0.03 and small["met"]  # 2% at 3-100 us
+    tiny = repro.summarize([run(1.0, 2, 2)] * 3, "t")
+    assert tiny["target"] is None and not tiny["met"]  # under 3 us: no target
+    assert "level1/12_Tanh [wait_50us]" in repro.TASKS and "level1/10_Matmul" not in repro.TASKS
     table = {c: {t: big for t in repro.TASKS} for c in ("quiet", "loaded")}
     text = repro.render(table, {"compiles": 40, "loadavg_before": 0.5, "loadavg_after": 17.0}, "cmd", "test", 1.0)
     assert f"**{2 * len(repro.TASKS)} of {2 * len(repro.TASKS)} within target**" in text
