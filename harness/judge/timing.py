@@ -104,6 +104,7 @@ CONTENDED_SHARE, CONTENDED_MIN_S, CONTENDED_RETRIES, CONTENDED_PAUSE_S = 0.10, 5
 # own drawing read 0.07-0.16 ms on an H100 with nothing else on the GPU (2026-11-26); another
 # context's queued work holds it for a time slice (~2 ms).
 BEFORE_BATCH_BUSY_S = 0.5e-3
+HOST_WAIT_NOTE_S = 0.001  # the judge's run-queue delay inside held measures worth a note (held.release)
 STARTED_MAX_S = 0.05  # CPU used by processes the candidate started, while timed (5 clock ticks)
 COTENANT_SHARE = 0.1  # and by the candidate's own, while stopped, as a share of the reference's batches
 
@@ -1118,6 +1119,10 @@ class Timer:
                            f"reference's {self.ref_wall_s:.2f} s of batches (work inside a system call runs on past "
                            "a stop)")
         j.ask({"op": "guard"})
+        waited = getattr(j.holds, "waited_s", 0.0) if self.holding else 0.0
+        if waited >= HOST_WAIT_NOTE_S:  # the host's, not the candidate's: said, never flagged
+            r.notes.append(f"the host kept the judge from a CPU for {waited * 1e3:.1f} ms inside its held measures "
+                           "(its run-queue delay), taken out of them: a busy host")
         own = lambda side: side.claimed_ms if len(side.claimed_ms) == len(side.ms) else side.ms  # noqa: E731
         r.ref.figure, r.sol.figure = own(r.ref), r.sol.ms
         if r.baseline is not None:

@@ -1,0 +1,69 @@
+"""A held batch's measure (held.Holds.release) leaves out the time the judge waited for a CPU:
+a done word written while the host ran something else in the judge's place is seen late by
+that much. Under 16 compiles at nice 0 on 16 cores an honest SiLU read 250-303 us a call on the
+judge's clock against 129 us on its events, and got timing_mismatch (H200, 2026-11-29)."""
+import os
+import threading
+import time
+from types import SimpleNamespace
+
+from harness.judge import held
+from harness.shared import hold
+
+
+class _Page:
+    """A hold page whose done word is written `after_s` after the release, by a thread."""
+
+    def __init__(self, after_s: float):
+        self.after_s, self.words = after_s, {}
+
+    def set(self, side, which, value):
+        self.words[(side, which)] = value
+        if which == hold.RELEASE:
+            threading.Timer(self.after_s, lambda: self.words.__setitem__((side, hold.DONE), value)).start()
+
+    def word(self, side, which):
+        return self.words.get((side, which), 0)
+
+
+def _holds(after_s: float) -> held.Holds:
+    h = object.__new__(held.Holds)
+    h.page = h.own = _Page(after_s)
+    h.waited_s = 0.0
+    h.j = SimpleNamespace(remote=SimpleNamespace(kill=lambda: None), phase_name="timing")
+    return h
+
+
+def _limit() -> SimpleNamespace:
+    return SimpleNamespace(seconds=5.0, message=lambda phase, ran: "hung")
+
+
+def test_the_judges_own_wait_for_a_cpu_is_taken_out_of_its_measure(monkeypatch):
+    delays = iter([1.000, 1.030])  # the judge's run-queue delay before and after: 30 ms waiting for a CPU
+    monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
+    h = _holds(after_s=0.05)
+    seconds = h.release("candidate", 7, _limit())
+    assert 0.015 < seconds < 0.05  # ~50 ms on the clock, 30 ms of it the host's
+    assert abs(h.waited_s - 0.030) < 1e-9
+
+
+def test_a_judge_that_ran_throughout_keeps_its_whole_measure(monkeypatch):
+    monkeypatch.setattr(held, "run_queue_s", lambda: 2.0)
+    h = _holds(after_s=0.02)
+    seconds = h.release("candidate", 3, _limit())
+    assert seconds >= 0.02 and h.waited_s == 0.0
+
+
+def test_the_delay_taken_out_never_exceeds_the_measure(monkeypatch):
+    delays = iter([0.0, 10.0])  # a counter that jumped (or was misread): the measure is not made negative
+    monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
+    assert _holds(after_s=0.01).release("candidate", 1, _limit()) == 0.0
+
+
+def test_the_run_queue_delay_is_read_from_the_kernel_where_it_keeps_it():
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        assert held.run_queue_s() == 0.0
+        return
+    before = held.run_queue_s()
+    time.sleep(0.01)
+    assert held.run_queue_s() >= before > 0.0 or before == 0.0
