@@ -264,6 +264,7 @@ class Timer:
         self.holding = False  # batches held (held.py) rather than eager or graphs
         self.call_host_s = 0.0  # the candidate's host time to issue a call, from the warm-up
         self.cotenant_s = self.ref_wall_s = 0.0  # the candidate's CPU beside the reference's batches, and their wall
+        self.held_cotenant_s = self.held_wall_s = 0.0  # the same beside its own held batches' measures
         self.one_s = 0.0  # the wall time of a pair of single calls (the warm-up's)
         self.many: tuple[int, float] | None = None  # (calls, wall seconds) of the pair of WARM_CALLS, where it ran
         self.spent = Spent()
@@ -485,8 +486,14 @@ class Timer:
         with at("flush"):
             self._flush()
         with at("measure"):
+            cpu0 = self.j.remote.freezer.cpu_seconds()
             seconds = self.j.holds.release("candidate", q.seq, self.limit)
             late = self.j.drain.settle()
+            # The judge's run-queue delay is taken out of this measure (held.release) because the
+            # stopped candidate cannot add to it; CPU its processes used all the same (a thread
+            # inside a system call runs on past a stop) could, and is counted against it (_after).
+            self.held_cotenant_s += self.j.remote.freezer.cpu_seconds() - cpu0
+            self.held_wall_s += seconds + late
         if TRACE:
             print(f"[kbench trace] held candidate n={n}: {seconds * 1e6:.0f} us to done, late {late * 1e6:.0f} us, "
                   f"busy before {busy_before * 1e6:.0f} us", flush=True)
@@ -1118,6 +1125,11 @@ class Timer:
             r.notes.append(f"the candidate's processes used {self.cotenant_s:.2f} s of CPU while stopped, beside the "
                            f"reference's {self.ref_wall_s:.2f} s of batches (work inside a system call runs on past "
                            "a stop)")
+        if self.held_cotenant_s > max(STARTED_MAX_S, COTENANT_SHARE * self.held_wall_s):
+            r.flags.add(Flag.UNTIMED_WORK)
+            r.notes.append(f"the candidate's processes used {self.held_cotenant_s:.2f} s of CPU while stopped, during "
+                           f"the judge's {self.held_wall_s:.2f} s of measures of its held batches (work inside a "
+                           "system call runs on past a stop)")
         j.ask({"op": "guard"})
         waited = getattr(j.holds, "waited_s", 0.0) if self.holding else 0.0
         if waited >= HOST_WAIT_NOTE_S:  # the host's, not the candidate's: said, never flagged
