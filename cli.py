@@ -52,12 +52,14 @@ def _interrupt_with_deadline(reporter, signum, frame) -> None:
     that orderly stop has not ended the process within INTERRUPT_GRACE_S (an interrupt
     that lands inside a lock can leave it held), it ends here. Finished tasks are
     already in the run folder's results.jsonl."""
+    from harness.shared import scratch_root
     from harness.shared.isolate import kill_all
 
     _stopped_by.append(int(signum))
 
     def hard_exit() -> None:
         kill_all()
+        scratch_root.remove()  # os._exit skips atexit
         sys.stderr.write(f"error: {interrupted(reporter.out_dir)}\n")
         sys.stderr.flush()
         os._exit(_exit_code())

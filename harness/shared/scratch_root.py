@@ -23,8 +23,15 @@ def for_children() -> str:
     global _root
     if _root is None or not os.path.isdir(_root):
         _root = tempfile.mkdtemp(prefix="kbench-run-")
-        atexit.register(shutil.rmtree, _root, True)
+        atexit.register(remove)
     return _root
+
+
+def remove() -> None:
+    """The folder and what is in it, now: at exit, or before an exit that skips atexit
+    (os._exit, once the children are killed)."""
+    if _root is not None:
+        shutil.rmtree(_root, ignore_errors=True)
 
 
 def inherited() -> str | None:

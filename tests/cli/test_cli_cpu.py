@@ -207,6 +207,9 @@ def test_ctrl_c_ends_the_process_even_if_the_orderly_stop_hangs(monkeypatch):
     monkeypatch.setattr(cli.sys, "stderr", said)
     reporter = cli.console.RichReporter(cli.GatePolicy())
     reporter.run_folder(Path("results/20261126-140000-2"))
+    from harness.shared import scratch_root
+
+    scratch = Path(scratch_root.for_children())  # the judges' scratch folders' parent: atexit does not run
     previous = {stop: signal.getsignal(stop) for stop in cli.STOP_SIGNALS}
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -214,6 +217,7 @@ def test_ctrl_c_ends_the_process_even_if_the_orderly_stop_hangs(monkeypatch):
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # a second Ctrl-C is plain
         assert exited.wait(5) and codes == [130]  # the "hung" cleanup never returned; the deadline ended it
         assert "continue with --resume results/20261126-140000-2" in said.getvalue()  # the run's own folder
+        assert not scratch.exists()
     finally:
         for stop, handler in previous.items():
             signal.signal(stop, handler)
