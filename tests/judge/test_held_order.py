@@ -33,7 +33,9 @@ def _timer(events: list) -> timing.Timer:
             release=lambda side, seq, limit: events.append("release") or 0.001,
             claim=lambda seq: events.append("claim (the candidate runs)") or 0.9,
         ),
-        sync=lambda: None, note_threads=lambda reply: None, drain=_Drain(), device=torch.device("cpu"))
+        sync=lambda: None, note_threads=lambda reply: None, drain=_Drain(), device=torch.device("cpu"),
+        remote=SimpleNamespace(freezer=SimpleNamespace(cpu_seconds=lambda: 0.0)))
+    t.held_cotenant_s = t.held_wall_s = 0.0
     t._draw = lambda n: events.append("draw")
     t._write_lent = lambda n: events.append("write")
     t._flush = lambda: None
