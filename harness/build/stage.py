@@ -618,8 +618,6 @@ def _child(spec_path: str, result_fd: str | None = None) -> None:
             data["cache"] = False
     if hooks.pch_wants:
         data["pch_wants"] = hooks.pch_wants[:4]
-    tmp = Path(spec["out"]).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, spec["out"])
+    replace_whole(Path(spec["out"]), json.dumps(data))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: a solution's atexit hooks are not our problem

@@ -1120,18 +1120,15 @@ class Timer:
         if started_s > STARTED_MAX_S:
             r.flags.add(Flag.UNTIMED_WORK)
             r.notes.append(f"processes the solution started used {started_s:.2f} s of CPU while it was timed")
-        if self.cotenant_s > max(STARTED_MAX_S, COTENANT_SHARE * self.ref_wall_s):
-            r.flags.add(Flag.UNTIMED_WORK)
-            r.notes.append(f"the candidate's processes used {self.cotenant_s:.2f} s of CPU while stopped, beside the "
-                           f"reference's {self.ref_wall_s:.2f} s of batches (work inside a system call runs on past "
-                           "a stop)")
-        if self.held_cotenant_s > max(STARTED_MAX_S, COTENANT_SHARE * self.held_wall_s):
-            r.flags.add(Flag.UNTIMED_WORK)
-            r.notes.append(f"the candidate's processes used {self.held_cotenant_s:.2f} s of CPU while stopped, during "
-                           f"the judge's {self.held_wall_s:.2f} s of measures of its held batches (work inside a "
-                           "system call runs on past a stop)")
+        for used_s, wall_s, where in ((self.cotenant_s, self.ref_wall_s, "beside the reference's {:.2f} s of batches"),
+                                      (self.held_cotenant_s, self.held_wall_s,
+                                       "during the judge's {:.2f} s of measures of its held batches")):
+            if used_s > max(STARTED_MAX_S, COTENANT_SHARE * wall_s):
+                r.flags.add(Flag.UNTIMED_WORK)
+                r.notes.append(f"the candidate's processes used {used_s:.2f} s of CPU while stopped, "
+                               f"{where.format(wall_s)} (work inside a system call runs on past a stop)")
         j.ask({"op": "guard"})
-        waited = getattr(j.holds, "waited_s", 0.0) if self.holding else 0.0
+        waited = j.holds.waited_s if self.holding else 0.0
         if waited >= HOST_WAIT_NOTE_S:  # the host's, not the candidate's: said, never flagged
             r.notes.append(f"the host kept the judge from a CPU for {waited * 1e3:.1f} ms inside its held measures "
                            "(its run-queue delay), taken out of them: a busy host")

@@ -21,9 +21,10 @@ _root: str | None = None
 def for_children() -> str:
     """This process's folder, made at the first call and removed when the process exits."""
     global _root
+    if _root is None:
+        atexit.register(remove)  # whichever folder _root names then
     if _root is None or not os.path.isdir(_root):
         _root = tempfile.mkdtemp(prefix="kbench-run-")
-        atexit.register(remove)
     return _root
 
 

@@ -69,14 +69,14 @@ def test_the_run_queue_delay_is_read_from_the_kernel_where_it_keeps_it():
     assert held.run_queue_s() >= before > 0.0 or before == 0.0
 
 
-def _after(held_cpu_s: float, held_wall_s: float):
+def _after(held_cpu_s: float, held_wall_s: float, ref_cpu_s: float = 0.0, ref_wall_s: float = 0.0):
     from harness.judge import timing
 
     t = object.__new__(timing.Timer)
     side = lambda: SimpleNamespace(ms=[], claimed_ms=[], figure=None)  # noqa: E731
     t.result = SimpleNamespace(flags=set(), notes=[], ref=side(), sol=side(), baseline=None)
     t.j = SimpleNamespace(ask=lambda *a, **k: ({}, None), holds=SimpleNamespace(waited_s=0.0))
-    t.cotenant_s = t.ref_wall_s = 0.0
+    t.cotenant_s, t.ref_wall_s = ref_cpu_s, ref_wall_s
     t.held_cotenant_s, t.held_wall_s = held_cpu_s, held_wall_s
     t.holding, t.cuda = True, False
     t._after(0.0)
@@ -92,3 +92,12 @@ def test_cpu_the_stopped_candidate_used_during_its_held_measures_is_untimed_work
     assert Flag.UNTIMED_WORK in r.flags and "while stopped, during the judge's" in r.notes[0]
     assert _after(held_cpu_s=0.0, held_wall_s=0.5).flags == set()
     assert _after(held_cpu_s=0.01, held_wall_s=0.5).flags == set()  # one clock tick: below 5
+
+
+def test_cpu_the_stopped_candidate_used_beside_the_references_batches_is_untimed_work_too():
+    from harness.records import Flag
+
+    r = _after(held_cpu_s=0.0, held_wall_s=0.5, ref_cpu_s=0.2, ref_wall_s=0.5)
+    assert Flag.UNTIMED_WORK in r.flags
+    assert r.notes == ["the candidate's processes used 0.20 s of CPU while stopped, beside the reference's 0.50 s of "
+                       "batches (work inside a system call runs on past a stop)"]
