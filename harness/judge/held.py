@@ -20,6 +20,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -86,7 +87,9 @@ class Holds:
         finally:
             os.close(fd)
         self.seq = 0
-        self.waited_s = 0.0  # the judge's run-queue delay inside its held measures, summed (release)
+        self.waited_s = 0.0  # the judge's run-queue delay taken out of its held measures, summed (release)
+        self.kept_s = 0.0  # and the delay left in, where the stopped candidate's processes used CPU meanwhile
+        self.stopped_cpu_s = 0.0  # CPU those processes used during the last measure of a candidate's batch
         self._self_test()
         self.watchdog = _Watchdog(self.own)
 
@@ -128,7 +131,8 @@ class Holds:
         return None
 
     # -- both sides ------------------------------------------------------------------
-    def release(self, side: str, seq: int, limit: limits.Limit) -> float:
+    def release(self, side: str, seq: int, limit: limits.Limit,
+                stopped_cpu: Callable[[], float] | None = None) -> float:
         """Seconds from the release of batch `seq` to its done word, less the time this
         thread waited for a CPU meanwhile (its run-queue delay: a done word written while
         the host ran something else in the judge's place is seen late by that much). Past
@@ -136,11 +140,15 @@ class Holds:
 
         Without the delay taken out, 16 compiles at nice 0 on 16 cores put an honest SiLU
         at 250-303 us a call against its own events' 129 us, timing_mismatch in two loaded
-        runs of three (bench/timing_repro.md, H200, 2026-11-29). The candidate cannot add
-        to the delay: it is stopped while its batch runs, and so is what it started. What
-        is left is a lower bound on the batch's time (the delay may have fallen while the
-        GPU still ran), so a low claim gains at most what the host took from the judge."""
+        runs of three (bench/timing_repro.md, H200, 2026-11-29). What is left is a lower
+        bound on the batch's time (the delay may have fallen while the GPU still ran), so
+        it is taken out only where the candidate cannot have caused it: `stopped_cpu`
+        reads the CPU clock of the candidate's processes, stopped while its batch runs,
+        and a thread of theirs that ran on inside a system call (mmap(MAP_POPULATE) runs
+        past SIGSTOP) could have taken the judge's core. Where that clock moved, the delay
+        stays in the measure (`stopped_cpu_s` says how much it moved)."""
         page = self.page if side == "candidate" else self.own
+        cpu0 = stopped_cpu() if stopped_cpu is not None else 0.0
         waited0 = run_queue_s()
         t0 = _perf()
         page.set(side, hold.RELEASE, seq)
@@ -154,6 +162,10 @@ class Holds:
                 raise TaskFailed(Status.TIMEOUT, limit.message(self.j.phase_name, ran))
         seconds = _perf() - t0
         waited = min(max(run_queue_s() - waited0, 0.0), seconds)
+        self.stopped_cpu_s = stopped_cpu() - cpu0 if stopped_cpu is not None else 0.0
+        if self.stopped_cpu_s > 0.0:
+            self.kept_s += waited
+            return seconds
         self.waited_s += waited
         return seconds - waited
 

@@ -486,13 +486,12 @@ class Timer:
         with at("flush"):
             self._flush()
         with at("measure"):
-            cpu0 = self.j.remote.freezer.cpu_seconds()
-            seconds = self.j.holds.release("candidate", q.seq, self.limit)
+            # The judge's run-queue delay is taken out of this measure (held.release) only where the
+            # stopped candidate's processes used no CPU meanwhile; what they used all the same (a
+            # thread inside a system call runs on past a stop) is also counted against it (_after).
+            seconds = self.j.holds.release("candidate", q.seq, self.limit, self.j.remote.freezer.cpu_seconds)
+            self.held_cotenant_s += self.j.holds.stopped_cpu_s
             late = self.j.drain.settle()
-            # The judge's run-queue delay is taken out of this measure (held.release) because the
-            # stopped candidate cannot add to it; CPU its processes used all the same (a thread
-            # inside a system call runs on past a stop) could, and is counted against it (_after).
-            self.held_cotenant_s += self.j.remote.freezer.cpu_seconds() - cpu0
             self.held_wall_s += seconds + late
         if TRACE:
             print(f"[kbench trace] held candidate n={n}: {seconds * 1e6:.0f} us to done, late {late * 1e6:.0f} us, "
@@ -1128,10 +1127,13 @@ class Timer:
                 r.notes.append(f"the candidate's processes used {used_s:.2f} s of CPU while stopped, "
                                f"{where.format(wall_s)} (work inside a system call runs on past a stop)")
         j.ask({"op": "guard"})
-        waited = j.holds.waited_s if self.holding else 0.0
+        waited, kept = (j.holds.waited_s, j.holds.kept_s) if self.holding else (0.0, 0.0)
         if waited >= HOST_WAIT_NOTE_S:  # the host's, not the candidate's: said, never flagged
             r.notes.append(f"the host kept the judge from a CPU for {waited * 1e3:.1f} ms inside its held measures "
                            "(its run-queue delay), taken out of them: a busy host")
+        if kept >= HOST_WAIT_NOTE_S:
+            r.notes.append(f"the judge waited {kept * 1e3:.1f} ms for a CPU inside held measures while the stopped "
+                           "candidate's processes used CPU, and that wait stayed in them")
         own = lambda side: side.claimed_ms if len(side.claimed_ms) == len(side.ms) else side.ms  # noqa: E731
         r.ref.figure, r.sol.figure = own(r.ref), r.sol.ms
         if r.baseline is not None:

@@ -30,7 +30,8 @@ def _timer(events: list) -> timing.Timer:
     t.j = SimpleNamespace(
         holds=SimpleNamespace(
             queue=lambda n, limit, host_s: events.append("queue") or held.Queued(1, {"host_ms": 1.0}, None),
-            release=lambda side, seq, limit: events.append("release") or 0.001,
+            release=lambda side, seq, limit, stopped_cpu=None: events.append("release") or 0.001,
+            stopped_cpu_s=0.0,
             claim=lambda seq: events.append("claim (the candidate runs)") or 0.9,
         ),
         sync=lambda: None, note_threads=lambda reply: None, drain=_Drain(), device=torch.device("cpu"),

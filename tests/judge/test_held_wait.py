@@ -29,7 +29,7 @@ class _Page:
 def _holds(after_s: float) -> held.Holds:
     h = object.__new__(held.Holds)
     h.page = h.own = _Page(after_s)
-    h.waited_s = 0.0
+    h.waited_s = h.kept_s = h.stopped_cpu_s = 0.0
     h.j = SimpleNamespace(remote=SimpleNamespace(kill=lambda: None), phase_name="timing")
     return h
 
@@ -60,6 +60,27 @@ def test_the_delay_taken_out_never_exceeds_the_measure(monkeypatch):
     assert _holds(after_s=0.01).release("candidate", 1, _limit()) == 0.0
 
 
+def test_the_delay_stays_in_where_the_stopped_candidates_processes_used_cpu_meanwhile(monkeypatch):
+    """A thread of the candidate's inside mmap(MAP_POPULATE) runs on past its stop and can take
+    the judge's core: the wait it may have caused is not taken out (it would lower the measure
+    that bounds the candidate's own claim)."""
+    delays = iter([1.000, 1.030])
+    monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
+    cpu = iter([4.0, 4.02])  # 20 ms of CPU by the "stopped" processes during the measure
+    h = _holds(after_s=0.05)
+    seconds = h.release("candidate", 7, _limit(), stopped_cpu=lambda: next(cpu))
+    assert seconds >= 0.05 and h.waited_s == 0.0
+    assert abs(h.kept_s - 0.030) < 1e-9 and abs(h.stopped_cpu_s - 0.02) < 1e-9
+
+
+def test_a_still_candidate_gets_the_delay_taken_out(monkeypatch):
+    delays = iter([1.000, 1.030])
+    monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
+    h = _holds(after_s=0.05)
+    seconds = h.release("candidate", 7, _limit(), stopped_cpu=lambda: 4.0)
+    assert 0.015 < seconds < 0.05 and h.kept_s == 0.0 and h.stopped_cpu_s == 0.0
+
+
 def test_the_run_queue_delay_is_read_from_the_kernel_where_it_keeps_it():
     if not os.path.exists("/proc/thread-self/schedstat"):
         assert held.run_queue_s() == 0.0
@@ -75,7 +96,7 @@ def _after(held_cpu_s: float, held_wall_s: float, ref_cpu_s: float = 0.0, ref_wa
     t = object.__new__(timing.Timer)
     side = lambda: SimpleNamespace(ms=[], claimed_ms=[], figure=None)  # noqa: E731
     t.result = SimpleNamespace(flags=set(), notes=[], ref=side(), sol=side(), baseline=None)
-    t.j = SimpleNamespace(ask=lambda *a, **k: ({}, None), holds=SimpleNamespace(waited_s=0.0))
+    t.j = SimpleNamespace(ask=lambda *a, **k: ({}, None), holds=SimpleNamespace(waited_s=0.0, kept_s=0.0))
     t.cotenant_s, t.ref_wall_s = ref_cpu_s, ref_wall_s
     t.held_cotenant_s, t.held_wall_s = held_cpu_s, held_wall_s
     t.holding, t.cuda = True, False
