@@ -3,8 +3,8 @@
 The judge bounds every request to the candidate by wall time on its own clock
 (harness/judge/limits.py): past the limit it kills the candidate and the task
 ends `timeout`, naming the phase and the limit. The CLI tests read the hang
-fixtures (tests/fixtures/adversarial/cpu/24_hang) from the session's run of the
-whole CPU adversarial set (conftest.adversarial_cpu: --timeout 120, the
+fixtures (tests/fixtures/adversarial/cpu/24_hang) from the session's run of them,
+made beside that of the rest of the CPU adversarial set (conftest.adversarial_cpu: --timeout 120, the
 first-call and import limits lowered to 10 s through their environment
 variables; the defaults, 30 s, are read in test_bounds); the unit tests check the bound's arithmetic, that a reply trickled in a
 byte at a time cannot stretch it, and that a candidate running a child process
@@ -28,11 +28,12 @@ SET = "24_hang"
 
 @pytest.fixture(scope="module")
 def hang_run(adversarial_cpu):
-    """The session run's results for the hang fixtures, as (process, results.json data)."""
-    data = adversarial_cpu["data"]
-    assert data is not None, adversarial_cpu["proc"].stderr[-3000:]
+    """The session's results for the hang fixtures, as (process, results.json data): their
+    own run, made beside the rest of the set's (conftest._hang_run)."""
+    data, proc = adversarial_cpu["data"], adversarial_cpu["hang_proc"]
+    assert data is not None and adversarial_cpu["hangs_finished"], proc.stderr[-3000:]
     hangs = [r for r in data["results"] if f"/{SET}/" in r["solution_path"]]
-    return adversarial_cpu["proc"], {**data, "results": hangs}
+    return proc, {**data, "results": hangs}
 
 
 def test_every_hang_fixture_gets_its_verdict(hang_run, run_cli, tmp_path):
