@@ -97,7 +97,12 @@ class Freezer:
     def cpu_seconds(self) -> float:
         """CPU time the candidate and every process it started have used (each process's
         CPU clock: all its threads, those that ended included)."""
-        return sum(process_cpu_seconds(pid) for pid in self.members())
+        return sum(self.cpu_by_member().values())
+
+    def cpu_by_member(self) -> dict[int, float]:
+        """Each of those processes' CPU clock now, by pid: between two readings a member
+        that is gone takes its CPU out of a sum, but not out of a comparison by pid."""
+        return {pid: process_cpu_seconds(pid) for pid in self.members()}
 
     def thaw(self) -> None:
         for pid in self.stopped:

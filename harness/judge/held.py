@@ -132,7 +132,7 @@ class Holds:
 
     # -- both sides ------------------------------------------------------------------
     def release(self, side: str, seq: int, limit: limits.Limit,
-                stopped_cpu: Callable[[], float] | None = None) -> float:
+                stopped_cpu: Callable[[], dict[int, float]] | None = None) -> float:
         """Seconds from the release of batch `seq` to its done word, less the time this
         thread waited for a CPU meanwhile (its run-queue delay: a done word written while
         the host ran something else in the judge's place is seen late by that much). Past
@@ -143,12 +143,13 @@ class Holds:
         runs of three (bench/timing_repro.md, H200, 2026-11-29). What is left is a lower
         bound on the batch's time (the delay may have fallen while the GPU still ran), so
         it is taken out only where the candidate cannot have caused it: `stopped_cpu`
-        reads the CPU clock of the candidate's processes, stopped while its batch runs,
-        and a thread of theirs that ran on inside a system call (mmap(MAP_POPULATE) runs
-        past SIGSTOP) could have taken the judge's core. Where that clock moved, the delay
-        stays in the measure (`stopped_cpu_s` says how much it moved)."""
+        reads the CPU clocks of the candidate's processes by pid (Freezer.cpu_by_member),
+        stopped while its batch runs, and a thread of theirs that ran on inside a system
+        call (mmap(MAP_POPULATE) runs past SIGSTOP) could have taken the judge's core.
+        Where a clock moved, or a process came or went, the delay stays in the measure
+        (`stopped_cpu_s` says how much CPU they used)."""
         page = self.page if side == "candidate" else self.own
-        cpu0 = stopped_cpu() if stopped_cpu is not None else 0.0
+        before = stopped_cpu() if stopped_cpu is not None else {}
         waited0 = run_queue_s()
         t0 = _perf()
         page.set(side, hold.RELEASE, seq)
@@ -162,8 +163,9 @@ class Holds:
                 raise TaskFailed(Status.TIMEOUT, limit.message(self.j.phase_name, ran))
         seconds = _perf() - t0
         waited = min(max(run_queue_s() - waited0, 0.0), seconds)
-        self.stopped_cpu_s = stopped_cpu() - cpu0 if stopped_cpu is not None else 0.0
-        if self.stopped_cpu_s > 0.0:
+        after = stopped_cpu() if stopped_cpu is not None else {}
+        self.stopped_cpu_s = sum(max(cpu - before.get(pid, 0.0), 0.0) for pid, cpu in after.items())
+        if self.stopped_cpu_s > 0.0 or set(before) - set(after):
             self.kept_s += waited
             return seconds
         self.waited_s += waited

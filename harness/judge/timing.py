@@ -489,7 +489,7 @@ class Timer:
             # The judge's run-queue delay is taken out of this measure (held.release) only where the
             # stopped candidate's processes used no CPU meanwhile; what they used all the same (a
             # thread inside a system call runs on past a stop) is also counted against it (_after).
-            seconds = self.j.holds.release("candidate", q.seq, self.limit, self.j.remote.freezer.cpu_seconds)
+            seconds = self.j.holds.release("candidate", q.seq, self.limit, self.j.remote.freezer.cpu_by_member)
             self.held_cotenant_s += self.j.holds.stopped_cpu_s
             late = self.j.drain.settle()
             self.held_wall_s += seconds + late

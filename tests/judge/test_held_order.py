@@ -35,7 +35,7 @@ def _timer(events: list) -> timing.Timer:
             claim=lambda seq: events.append("claim (the candidate runs)") or 0.9,
         ),
         sync=lambda: None, note_threads=lambda reply: None, drain=_Drain(), device=torch.device("cpu"),
-        remote=SimpleNamespace(freezer=SimpleNamespace(cpu_seconds=lambda: 0.0)))
+        remote=SimpleNamespace(freezer=SimpleNamespace(cpu_seconds=lambda: 0.0, cpu_by_member=lambda: {})))
     t.held_cotenant_s = t.held_wall_s = 0.0
     t._draw = lambda n: events.append("draw")
     t._write_lent = lambda n: events.append("write")

@@ -66,18 +66,29 @@ def test_the_delay_stays_in_where_the_stopped_candidates_processes_used_cpu_mean
     that bounds the candidate's own claim)."""
     delays = iter([1.000, 1.030])
     monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
-    cpu = iter([4.0, 4.02])  # 20 ms of CPU by the "stopped" processes during the measure
+    cpu = iter([{11: 4.0, 12: 1.0}, {11: 4.02, 12: 1.0}])  # 20 ms of CPU by a "stopped" process during the measure
     h = _holds(after_s=0.05)
     seconds = h.release("candidate", 7, _limit(), stopped_cpu=lambda: next(cpu))
     assert seconds >= 0.05 and h.waited_s == 0.0
     assert abs(h.kept_s - 0.030) < 1e-9 and abs(h.stopped_cpu_s - 0.02) < 1e-9
 
 
+def test_the_delay_stays_in_where_one_of_those_processes_went_away_meanwhile(monkeypatch):
+    """A sum of their clocks falls when one of them ends, and could hide another's CPU: they are
+    compared by pid, and a process that came or went during a stopped measure ran."""
+    delays = iter([1.000, 1.030])
+    monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
+    cpu = iter([{11: 4.0, 12: 1.0}, {11: 4.02}])  # 11 used 20 ms, 12 (1 s of CPU) is gone: the sum fell
+    h = _holds(after_s=0.05)
+    assert h.release("candidate", 7, _limit(), stopped_cpu=lambda: next(cpu)) >= 0.05
+    assert h.waited_s == 0.0 and abs(h.kept_s - 0.030) < 1e-9 and abs(h.stopped_cpu_s - 0.02) < 1e-9
+
+
 def test_a_still_candidate_gets_the_delay_taken_out(monkeypatch):
     delays = iter([1.000, 1.030])
     monkeypatch.setattr(held, "run_queue_s", lambda: next(delays))
     h = _holds(after_s=0.05)
-    seconds = h.release("candidate", 7, _limit(), stopped_cpu=lambda: 4.0)
+    seconds = h.release("candidate", 7, _limit(), stopped_cpu=lambda: {11: 4.0, 12: 1.0})
     assert 0.015 < seconds < 0.05 and h.kept_s == 0.0 and h.stopped_cpu_s == 0.0
 
 
