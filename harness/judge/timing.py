@@ -1151,8 +1151,16 @@ class Timer:
             return
         explained = share * judged + batch_s * 1e3 / r.calls
         if claimed is not None and 0 < claimed < judged and judged - claimed <= explained:
-            r.notes.append(f"timed by the judge's clock: the candidate's own events read {claimed:.4f} ms per call "
-                           f"against its {judged:.4f} ms, batches of {r.calls} too short to tell them apart")
+            # Each sample's figure is the lowest its measure allows, not the measure: with the measure
+            # itself, a claim just past the share read a task's speedup up to 1 / (1 - share) away from
+            # a run whose claim was just inside it (5_CosineSimilarityLoss, 62 calls a batch: 3.43-3.45x
+            # on the measure, 3.80-3.92x on its events, H200, 2026-11-29). Dominated sample by sample,
+            # the median stays at or above (1 - share) of the measure's: a claim here gains no more
+            # than one at the share's edge already does.
+            r.sol.figure = [max(c, (1 - share) * m) for c, m in zip(r.sol.claimed_ms, r.sol.ms)]
+            r.notes.append(f"the candidate's own events read {claimed:.4f} ms per call against the judge's "
+                           f"{judged:.4f} ms, batches of {r.calls} too short to tell them apart: each sample is "
+                           f"taken at {1 - share:.0%} of the judge's measure where its events read lower")
             return
         r.flags.add(Flag.TIMING_MISMATCH)
         said = f"read {claimed:.4f} ms per call" if claimed is not None else "are missing or malformed"
