@@ -317,6 +317,13 @@ def pwned_files() -> set[Path]:
 ADVERSARIAL = ROOT / "tests" / "fixtures" / "adversarial"
 # The hang limits the run uses, lowered from 30 s (tests/judge/test_hang.py checks they are obeyed).
 HANG_LIMITS = {"KBENCH_HANG_FIRST_MIN_S": "10", "KBENCH_HANG_IMPORT_S": "10"}
+# The set's runs (adversarial_cpu's, and its hang fixtures' of their own), less --out and -s.
+# 2 s: the budget is a hard cap (judge/stopping.py), and the twins' and max_speedup's
+# comparisons want a median of several pairs, not one or two. It also sizes the batches: at
+# 1 s the run took 392 s, not 483 (idle 2-core box), but in a suite run inflated_fixed_cost.py
+# was timed 3 calls a batch, not 13, and read 1.38x its twin, a miss measure_again does not retry.
+ADVERSARIAL_RUN = ("--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
+                   "--device", "cpu", "--time-budget", "2", "--timeout", "120")
 
 
 @pytest.fixture(scope="session")
@@ -391,14 +398,7 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory, reque
         try:
             sets = [arg for d in sorted((ADVERSARIAL / "cpu").iterdir()) if d.is_dir() and d.name != HANG_SET
                     for arg in ("-s", d.name)]
-            proc = run_cli("run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(ADVERSARIAL / "cpu"),
-                           *sets,
-                           # 2 s: the budget is a hard cap (judge/stopping.py), and the twins' and
-                           # max_speedup's comparisons want a median of several pairs, not one or two.
-                           # It also sizes the batches: at 1 s the run took 392 s, not 483 (idle 2-core
-                           # box), but in a suite run inflated_fixed_cost.py was timed 3 calls a batch,
-                           # not 13, and read 1.38x its twin, a miss measure_again does not retry.
-                           "--out", str(out), "--device", "cpu", "--time-budget", "2", "--timeout", "120",
+            proc = run_cli("run", *ADVERSARIAL_RUN, *sets, "--out", str(out),
                            env=HANG_LIMITS, timeout=2400)  # 106 tasks: 5-6 min warm on a 2-core box at load 3
             exited = time.monotonic()
             seen.update(proc=proc, seconds=exited - started)
@@ -430,15 +430,21 @@ def adversarial_cpu(run_cli, kbench_cache, escape_watch, tmp_path_factory, reque
 HANG_SET = "24_hang"
 
 
+def _cli_from_a_thread(cache: Path, *args: str, env: dict | None = None,
+                       timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python cli.py ARGS` on `cache`, for runs made from a thread beside a session
+    fixture's own work: not through run_cli, whose progress lines switch pytest's capture
+    off and on."""
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=ROOT,
+                          env={**os.environ, "KBENCH_CACHE": str(cache), "PYTHONUNBUFFERED": "1", **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def _hang_run(cache: Path, out: Path) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """The adversarial set's hang fixtures judged alone, with the run's options and limits;
-    (the process, its results.json or None). From a thread, so not through run_cli (see
-    _victim_rerun)."""
-    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(ADVERSARIAL / "problems"),
-                           "--solutions", str(ADVERSARIAL / "cpu"), "-s", HANG_SET, "--out", str(out),
-                           "--device", "cpu", "--time-budget", "2", "--timeout", "120"],
-                          cwd=ROOT, env={**os.environ, "KBENCH_CACHE": str(cache), "PYTHONUNBUFFERED": "1", **HANG_LIMITS},
-                          capture_output=True, text=True, timeout=1200)
+    """The adversarial set's hang fixtures judged alone, with the set's options and limits;
+    (the process, its results.json or None)."""
+    proc = _cli_from_a_thread(cache, "run", *ADVERSARIAL_RUN, "-s", HANG_SET, "--out", str(out),
+                              env=HANG_LIMITS, timeout=1200)
     results = out / "results.json"
     return proc, (json.loads(results.read_text()) if results.is_file() else None)
 
@@ -451,18 +457,14 @@ VICTIM_RERUN_READER = "test_poisoned_cache_leaves_the_victim_working"
 
 def _victim_rerun(cache: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:
     """The poisoning's victim alone, judged again on the adversarial run's cache: the
-    run and its folder. Run from a thread beside the session fixture's waits, so not
-    through run_cli, whose progress lines switch pytest's capture off and on."""
+    run and its folder. Run from a thread beside the session fixture's waits."""
     solutions = tmp / "victim_only"
     dest = solutions / "escapes" / "level1" / "2_Affine" / Path(POISON_VICTIM).name
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes((ADVERSARIAL / "cpu" / POISON_VICTIM).read_bytes())
     out = tmp / "second"
-    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "--problems", str(ADVERSARIAL / "problems"),
-                           "--solutions", str(solutions), "--out", str(out), "--device", "cpu", "--no-timing",
-                           "--timeout", "120", "-p", "2_Affine"],
-                          cwd=ROOT, env={**os.environ, "KBENCH_CACHE": str(cache), "PYTHONUNBUFFERED": "1"},
-                          capture_output=True, text=True, timeout=900)
+    proc = _cli_from_a_thread(cache, "run", "--problems", str(ADVERSARIAL / "problems"), "--solutions", str(solutions),
+                              "--out", str(out), "--device", "cpu", "--no-timing", "--timeout", "120", "-p", "2_Affine")
     return proc, out
 
 
