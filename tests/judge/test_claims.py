@@ -2,22 +2,13 @@
 where they are within HOLD_CLAIM_SHARE of the judge's measure of held batches; the lowest
 figure that share allows where a short batch's own cost explains the gap; the judge's
 measure and timing_mismatch where nothing does."""
-from types import SimpleNamespace
-
+import timer_stub
 from harness.judge import timing
 from harness.records import Flag
 
 
 def _after(judged: list[float], claimed: list[float], calls: int = 62):
-    t = object.__new__(timing.Timer)
-    ref = SimpleNamespace(ms=[0.088] * len(judged), claimed_ms=[0.088] * len(judged), figure=None)
-    sol = SimpleNamespace(ms=list(judged), claimed_ms=list(claimed), figure=None)
-    t.result = SimpleNamespace(flags=set(), notes=[], ref=ref, sol=sol, baseline=None, calls=calls)
-    t.j = SimpleNamespace(ask=lambda *a, **k: ({}, None), holds=SimpleNamespace(waited_s=0.0, kept_s=0.0))
-    t.cotenant_s = t.ref_wall_s = t.held_cotenant_s = t.held_wall_s = 0.0
-    t.holding, t.cuda = True, True
-    t._after(0.0)
-    return t.result
+    return timer_stub.after(judged=judged, claimed=claimed, calls=calls, cuda=True)
 
 
 def _median(xs):

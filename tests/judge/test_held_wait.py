@@ -7,6 +7,7 @@ import threading
 import time
 from types import SimpleNamespace
 
+import timer_stub
 from harness.judge import held
 from harness.shared import hold
 
@@ -102,17 +103,7 @@ def test_the_run_queue_delay_is_read_from_the_kernel_where_it_keeps_it():
 
 
 def _after(held_cpu_s: float, held_wall_s: float, ref_cpu_s: float = 0.0, ref_wall_s: float = 0.0):
-    from harness.judge import timing
-
-    t = object.__new__(timing.Timer)
-    side = lambda: SimpleNamespace(ms=[], claimed_ms=[], figure=None)  # noqa: E731
-    t.result = SimpleNamespace(flags=set(), notes=[], ref=side(), sol=side(), baseline=None)
-    t.j = SimpleNamespace(ask=lambda *a, **k: ({}, None), holds=SimpleNamespace(waited_s=0.0, kept_s=0.0))
-    t.cotenant_s, t.ref_wall_s = ref_cpu_s, ref_wall_s
-    t.held_cotenant_s, t.held_wall_s = held_cpu_s, held_wall_s
-    t.holding, t.cuda = True, False
-    t._after(0.0)
-    return t.result
+    return timer_stub.after(held_cpu_s=held_cpu_s, held_wall_s=held_wall_s, ref_cpu_s=ref_cpu_s, ref_wall_s=ref_wall_s)
 
 
 def test_cpu_the_stopped_candidate_used_during_its_held_measures_is_untimed_work():
