@@ -116,6 +116,12 @@ class Freezer:
         self.known.clear()
 
 
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two Freezer.cpu_by_member readings (a process that
+    started between them counts whole)."""
+    return sum(max(cpu - before.get(pid, 0.0), 0.0) for pid, cpu in after.items())
+
+
 def process_cpu_seconds(pid: int) -> float:
     """A process's CPU clock (clock_getcpuclockid): nanosecond resolution, unlike the
     10 ms ticks of /proc/<pid>/stat; 0.0 once it is gone."""

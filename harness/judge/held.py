@@ -26,7 +26,7 @@ import torch
 
 from ..records import Status
 from ..shared import batches, hold
-from . import limits
+from . import freeze, limits
 from .task import Judge, TaskFailed
 
 _perf = time.perf_counter
@@ -90,6 +90,7 @@ class Holds:
         self.waited_s = 0.0  # the judge's run-queue delay taken out of its held measures, summed (release)
         self.kept_s = 0.0  # and the delay left in, where the stopped candidate's processes used CPU meanwhile
         self.stopped_cpu_s = 0.0  # CPU those processes used during the last measure of a candidate's batch
+        self.stopped_cpu_read: dict[int, float] = {}  # and their clocks as it ended (Freezer.cpu_by_member)
         self._self_test()
         self.watchdog = _Watchdog(self.own)
 
@@ -164,7 +165,7 @@ class Holds:
         seconds = _perf() - t0
         waited = min(max(run_queue_s() - waited0, 0.0), seconds)
         after = stopped_cpu() if stopped_cpu is not None else {}
-        self.stopped_cpu_s = sum(max(cpu - before.get(pid, 0.0), 0.0) for pid, cpu in after.items())
+        self.stopped_cpu_s, self.stopped_cpu_read = freeze.cpu_used(before, after), after
         if self.stopped_cpu_s > 0.0 or set(before) - set(after):
             self.kept_s += waited
             return seconds

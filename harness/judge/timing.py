@@ -48,7 +48,7 @@ from typing import Any, Callable
 import torch
 
 from ..shared import batches, channel, hold, sandbox, stats
-from . import check, held
+from . import check, freeze, held
 from ..discover import shapes
 from ..shared.locate import Locator
 from .read import span_bytes
@@ -489,9 +489,11 @@ class Timer:
             # The judge's run-queue delay is taken out of this measure (held.release) only where the
             # stopped candidate's processes used no CPU meanwhile; what they used all the same (a
             # thread inside a system call runs on past a stop) is also counted against it (_after).
-            seconds = self.j.holds.release("candidate", q.seq, self.limit, self.j.remote.freezer.cpu_by_member)
-            self.held_cotenant_s += self.j.holds.stopped_cpu_s
-            late = self.j.drain.settle()
+            holds, freezer = self.j.holds, self.j.remote.freezer
+            seconds = holds.release("candidate", q.seq, self.limit, freezer.cpu_by_member)
+            late = self.j.drain.settle()  # in the measure too, and so is their CPU meanwhile
+            self.held_cotenant_s += holds.stopped_cpu_s + freeze.cpu_used(holds.stopped_cpu_read,
+                                                                          freezer.cpu_by_member())
             self.held_wall_s += seconds + late
         if TRACE:
             print(f"[kbench trace] held candidate n={n}: {seconds * 1e6:.0f} us to done, late {late * 1e6:.0f} us, "

@@ -31,7 +31,7 @@ def _timer(events: list) -> timing.Timer:
         holds=SimpleNamespace(
             queue=lambda n, limit, host_s: events.append("queue") or held.Queued(1, {"host_ms": 1.0}, None),
             release=lambda side, seq, limit, stopped_cpu=None: events.append("release") or 0.001,
-            stopped_cpu_s=0.0,
+            stopped_cpu_s=0.0, stopped_cpu_read={},
             claim=lambda seq: events.append("claim (the candidate runs)") or 0.9,
         ),
         sync=lambda: None, note_threads=lambda reply: None, drain=_Drain(), device=torch.device("cpu"),
@@ -52,3 +52,14 @@ def test_outputs_are_compared_before_the_candidate_is_asked_anything_else(monkey
     p = _timer(events)._held_pair(4)
     assert events == ["draw", "queue", "write", "release", "read", "compare", "claim (the candidate runs)"]
     assert p.sol[1] == 0.9  # the claim still reaches the pair
+
+
+def test_the_stopped_candidates_cpu_is_counted_through_the_settle_after_the_done_word(monkeypatch):
+    """The measure runs until the GPU is idle after the done word (drain.settle): CPU the
+    stopped candidate's processes used in that part counts against it too (Timer._after)."""
+    monkeypatch.setattr(timing.Timer, "limit", property(lambda self: None))
+    t = _timer([])
+    t.j.holds.stopped_cpu_s, t.j.holds.stopped_cpu_read = 0.02, {7: 1.0}  # 20 ms inside release
+    t.j.remote.freezer.cpu_by_member = lambda: {7: 1.3, 8: 0.1}  # 0.3 s more, and a new process's 0.1 s
+    t._held_pair(4)
+    assert abs(t.held_cotenant_s - 0.42) < 1e-9
